@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: preflight_gpu_errors
+short_description: List every problem in a gpu_facts result
+description:
+  - Takes the registered result of the C(gpu_facts) module and returns a list of error messages (empty when the GPUs
+    match the plan): GPU count, compute capability, driver older than the CUDA floor, GPUs in use by other processes.
+  - When C(gpu_facts) ran with C(fail_on_error=false) and could not read the GPUs, the list holds that error.
+positional: expected_count, expected_compute_capability, cuda_version
+options:
+  _input:
+    description: Registered result of C(gpu_facts) (needs C(gpus), C(compute_apps); C(error) optional).
+    type: dict
+    required: true
+  expected_count:
+    description: GPUs expected on the host; 0 skips the check.
+    type: int
+    default: 8
+  expected_compute_capability:
+    description: Compute capability every GPU must report; empty skips the check.
+    type: str
+    default: "12.0"
+  cuda_version:
+    description: CUDA toolkit version to be installed (major.minor); empty skips the driver check.
+    type: str
+    default: "13.0"
+  driver_floors:
+    description: CUDA major.minor to minimum driver; defaults to NVIDIA's release-notes table for 12.8, 12.9, 13.0.
+    type: dict
+  own_pids:
+    description: PIDs allowed to hold GPUs.
+    type: list
+    elements: int
+    default: []
+"""
+
+EXAMPLES = r"""
+- name: Refuse hosts whose GPUs do not match the plan
+  ansible.builtin.assert:
+    that: gpu_problems | length == 0
+    fail_msg: "{{ gpu_problems | join('; ') }}"
+  vars:
+    gpu_problems: "{{ preflight_gpus | preflight_gpu_errors(expected_count=8, cuda_version='13.0') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Error messages, one per problem.
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from ansible.module_utils.preflight_checks import check_gpus
+except ImportError:
+    # On the controller, ansible.cfg's module_utils path only serves modules shipped to hosts;
+    # a filter plugin loads the same file from plugins/module_utils beside it.
+    import importlib.util
+
+    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils",
+                         "preflight_checks.py")
+    _spec = importlib.util.spec_from_file_location("_sglang_preflight_checks", _path)
+    _mod = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_mod)
+    check_gpus = _mod.check_gpus
+
+
+def preflight_gpu_errors(gpu_facts, expected_count=8, expected_compute_capability="12.0", cuda_version="13.0",
+                         driver_floors=None, own_pids=()):
+    if not isinstance(gpu_facts, dict):
+        raise AnsibleFilterError("preflight_gpu_errors expects the registered result of gpu_facts (a dict), got %s"
+                                 % type(gpu_facts).__name__)
+    if gpu_facts.get("error"):
+        return [str(gpu_facts["error"])]
+    if gpu_facts.get("failed"):
+        return [str(gpu_facts.get("msg") or "gpu_facts failed without a message")]
+    return check_gpus(
+        gpu_facts.get("gpus") or [],
+        gpu_facts.get("compute_apps") or [],
+        expected_count=int(expected_count or 0),
+        expected_compute_capability=expected_compute_capability or None,
+        cuda_version=cuda_version or None,
+        driver_floors=dict(driver_floors) if driver_floors else None,
+        own_pids=[int(p) for p in (own_pids or [])],
+    )
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"preflight_gpu_errors": preflight_gpu_errors}

@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Load a Hugging Face sharded-checkpoint index (``model.safetensors.index.json``).
+
+Shape (written by ``transformers``' ``save_pretrained`` / ``huggingface_hub``):
+``{"metadata": {"total_size": <int bytes of tensor data>}, "weight_map": {tensor: shard_file}}``.
+The index is the truth about which shards exist: shard names are per model
+(``model-00001-of-000064.safetensors`` for Kimi-K2.5, ``model-1-of-61.safetensors`` for
+Kimi-K2-Instruct), so no naming pattern is assumed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import posixpath
+
+__metaclass__ = type
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+class ModelIndexError(Exception):
+    """The index at ``path`` is unusable; ``reason`` says why."""
+
+    def __init__(self, path, reason):
+        super(ModelIndexError, self).__init__("%s: %s" % (path, reason))
+        self.path = path
+        self.reason = reason
+
+
+def parse_index(data, path=INDEX_NAME):
+    """Check a decoded index (dict) and summarise it.
+
+    :returns: dict ``shards`` (sorted list of relative file names), ``total_size``
+        (int or None when the index has no ``metadata.total_size``), ``weight_map``
+        (dict tensor -> shard), ``tensors_by_shard`` (dict shard -> list of tensor names).
+    :raises ModelIndexError: listing every problem (missing/empty weight_map, shard names
+        that are absolute or climb out of the model directory, bad total_size).
+    """
+    problems = []
+    if not isinstance(data, dict):
+        raise ModelIndexError(path, "index is a JSON %s, expected an object with weight_map" % type(data).__name__)
+    weight_map = data.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        problems.append("weight_map is missing or empty; expected {tensor name: shard file}")
+        weight_map = {}
+    by_shard = {}
+    for tensor, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            problems.append("tensor %s maps to %r, expected a file name" % (tensor, shard))
+            continue
+        norm = posixpath.normpath(shard)
+        if shard.startswith("/") or norm.startswith("../") or norm == ".." or "\\" in shard:
+            problems.append("tensor %s maps to %r, which is outside the model directory" % (tensor, shard))
+            continue
+        by_shard.setdefault(norm, []).append(tensor)
+    metadata = data.get("metadata") or {}
+    total_size = metadata.get("total_size") if isinstance(metadata, dict) else None
+    if total_size is not None:
+        try:
+            total_size = int(total_size)
+        except (TypeError, ValueError):
+            problems.append("metadata.total_size %r is not an integer" % (total_size,))
+            total_size = None
+    if problems:
+        raise ModelIndexError(path, "; ".join(problems))
+    return {
+        "shards": sorted(by_shard),
+        "total_size": total_size,
+        "weight_map": weight_map,
+        "tensors_by_shard": dict((k, sorted(v)) for k, v in by_shard.items()),
+    }
+
+
+def load_index(path):
+    """Read ``path`` (a ``model.safetensors.index.json``) and ``parse_index`` it.
+
+    :raises ModelIndexError: missing file, empty file, invalid JSON, or ``parse_index`` problems.
+    """
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except (IOError, OSError) as exc:
+        raise ModelIndexError(path, "cannot read the index (%s); expected %s in the model directory" % (
+            exc.strerror or exc, os.path.basename(path)))
+    if not raw.strip():
+        raise ModelIndexError(path, "index is empty; the download was interrupted, fetch it again")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ModelIndexError(path, "index is not valid JSON (%s); fetch it again" % exc)
+    return parse_index(data, path)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a controller / CI machine (fresh Debian 12, as root or with sudo):
+#   1. apt packages for the podman sandbox (skipped when all are installed),
+#   2. .venv/ at the repo root from requirements.txt (rebuilt only when requirements.txt changed;
+#      the sha256 of requirements.txt is stamped in .venv/.requirements.sha256).
+# Collections (containers.podman, community.general, ansible.posix) come bundled with the pinned
+# `ansible` package; see requirements.yml.
+# Prints one line per step saying what it did. Then: `source scripts/env.sh`.
+#
+# Environment:
+#   BOOTSTRAP_PYTHON   interpreter for the venv (default /usr/bin/python3, else python3 on PATH)
+#   BOOTSTRAP_GALAXY=1 also run `ansible-galaxy collection install -r requirements.yml` (needs Galaxy)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+say() { printf '[bootstrap] %s\n' "$*"; }
+die() { printf '[bootstrap] ERROR: %s\n' "$*" >&2; exit 1; }
+t0=$(date +%s)
+
+# --- 1. apt packages ---------------------------------------------------------------------------------
+apt_packages=(
+  podman runc debootstrap uidmap slirp4netns fuse-overlayfs  # rootful podman with runc (crun fails here)
+  netavark aardvark-dns iptables                             # bridge networks with container DNS
+  dpkg-dev apt-utils gnupg git                               # fake apt repos / source repos in tests
+  python3 python3-venv                                       # the controller venv
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" = installed ] || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  say "apt: all ${#apt_packages[@]} packages present, nothing to install"
+else
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || die "need root or sudo to install: ${missing[*]}"
+    sudo="sudo"
+  fi
+  say "apt: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # runc is named explicitly so apt does not pick crun for podman's `crun | runc` dependency.
+  $sudo apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+  say "apt: installed ${#missing[@]} package(s)"
+fi
+
+# --- 2. controller venv ------------------------------------------------------------------------------
+venv="$repo/.venv"
+stamp="$venv/.requirements.sha256"
+want="$(sha256sum "$repo/requirements.txt" | cut -d' ' -f1)"
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  say "venv: $venv up to date (requirements.txt ${want:0:12})"
+else
+  py="${BOOTSTRAP_PYTHON:-}"
+  if [ -z "$py" ]; then
+    if [ -x /usr/bin/python3 ]; then py=/usr/bin/python3; else py="$(command -v python3)"; fi
+  fi
+  [ -n "$py" ] || die "no python3 found"
+  if [ -d "$venv" ]; then say "venv: requirements.txt changed, rebuilding $venv"; else say "venv: creating $venv"; fi
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$repo/requirements.txt"
+  echo "$want" >"$stamp"
+  say "venv: installed requirements.txt (${want:0:12}) with $("$venv/bin/python" --version)"
+fi
+
+# --- 3. collections ----------------------------------------------------------------------------------
+if [ "${BOOTSTRAP_GALAXY:-0}" = 1 ]; then
+  "$venv/bin/ansible-galaxy" collection install -r "$repo/requirements.yml"
+  say "collections: installed from requirements.yml"
+else
+  say "collections: using those bundled with the ansible package ($("$venv/bin/python" - <<'PY'
+import json, pathlib, ansible_collections
+root = pathlib.Path(ansible_collections.__path__[0])
+out = []
+for ns, name in (("containers", "podman"), ("community", "general"), ("ansible", "posix")):
+    out.append(f"{ns}.{name} {json.loads((root / ns / name / 'MANIFEST.json').read_text())['collection_info']['version']}")
+print(", ".join(out))
+PY
+))"
+fi
+say "done in $(( $(date +%s) - t0 )) s; next: source scripts/env.sh"
