@@ -59,7 +59,11 @@ else
   if [ -d "$venv" ]; then say "venv: requirements.txt changed, rebuilding $venv"; else say "venv: creating $venv"; fi
   rm -rf "$venv"
   "$py" -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$repo/requirements.txt"
+  if ! "$venv/bin/python" -m pip install --disable-pip-version-check -r "$repo/requirements.txt" \
+      >"$venv/pip-install.log" 2>&1; then
+    tail -n 30 "$venv/pip-install.log" >&2
+    die "pip install -r requirements.txt failed (full log: $venv/pip-install.log)"
+  fi
   echo "$want" >"$stamp"
   say "venv: installed requirements.txt (${want:0:12}) with $("$venv/bin/python" --version)"
 fi
