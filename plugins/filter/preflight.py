@@ -10,15 +10,20 @@ DOCUMENTATION = r"""
 name: preflight_gpu_errors
 short_description: List every problem in a gpu_facts result
 description:
-  - Takes the registered result of the C(gpu_facts) module and returns a list of error messages (empty when the GPUs
-    match the plan): GPU count, compute capability, driver older than the CUDA floor, GPUs in use by other processes.
+  - Takes the registered result of the C(gpu_facts) module and returns a list of error messages, empty when the GPUs
+    match the plan. Checked are the GPU count, compute capability, driver older than the CUDA floor, GPUs in use by other processes.
   - When C(gpu_facts) ran with C(fail_on_error=false) and could not read the GPUs, the list holds that error.
-positional: expected_count, expected_compute_capability, cuda_version
+positional: compute_apps
 options:
   _input:
-    description: Registered result of C(gpu_facts) (needs C(gpus), C(compute_apps); C(error) optional).
-    type: dict
+    description: The C(gpus) list of C(gpu_facts), or its whole registered result (then C(compute_apps) and C(error)
+      are taken from it).
+    type: raw
     required: true
+  compute_apps:
+    description: The C(compute_apps) list of C(gpu_facts); taken from the input when it is the whole result.
+    type: list
+    elements: dict
   expected_count:
     description: GPUs expected on the host; 0 skips the check.
     type: int
@@ -76,24 +81,37 @@ except ImportError:
     check_gpus = _mod.check_gpus
 
 
-def preflight_gpu_errors(gpu_facts, expected_count=8, expected_compute_capability="12.0", cuda_version="13.0",
-                         driver_floors=None, own_pids=()):
-    if not isinstance(gpu_facts, dict):
-        raise AnsibleFilterError("preflight_gpu_errors expects the registered result of gpu_facts (a dict), got %s"
-                                 % type(gpu_facts).__name__)
-    if gpu_facts.get("error"):
-        return [str(gpu_facts["error"])]
-    if gpu_facts.get("failed"):
-        return [str(gpu_facts.get("msg") or "gpu_facts failed without a message")]
-    return check_gpus(
-        gpu_facts.get("gpus") or [],
-        gpu_facts.get("compute_apps") or [],
-        expected_count=int(expected_count or 0),
-        expected_compute_capability=expected_compute_capability or None,
-        cuda_version=cuda_version or None,
-        driver_floors=dict(driver_floors) if driver_floors else None,
-        own_pids=[int(p) for p in (own_pids or [])],
-    )
+def preflight_gpu_errors(data, compute_apps=None, expected_count=8, expected_compute_capability="12.0",
+                         cuda_version="13.0", driver_floors=None, own_pids=()):
+    """``gpus | preflight_gpu_errors(compute_apps, ...)`` or ``gpu_facts_result | preflight_gpu_errors(...)``.
+
+    Returns ``check_gpus``' list of messages; a gpu_facts result carrying ``error`` gives ``[error]``."""
+    if isinstance(data, dict):
+        if data.get("error"):
+            return [str(data["error"])]
+        if data.get("failed"):
+            return [str(data.get("msg") or "gpu_facts failed without a message")]
+        gpus = data.get("gpus") or []
+        if compute_apps is None:
+            compute_apps = data.get("compute_apps") or []
+    elif isinstance(data, (list, tuple)):
+        gpus = list(data)
+    else:
+        raise AnsibleFilterError("preflight_gpu_errors expects the gpu_facts result (dict) or its gpus list, got %s"
+                                 % type(data).__name__)
+    try:
+        return check_gpus(
+            gpus,
+            list(compute_apps or []),
+            expected_count=int(expected_count or 0),
+            expected_compute_capability=str(expected_compute_capability) if expected_compute_capability else None,
+            cuda_version=str(cuda_version) if cuda_version else None,
+            driver_floors=dict(driver_floors) if driver_floors else None,
+            own_pids=[int(p) for p in (own_pids or [])],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AnsibleFilterError("preflight_gpu_errors could not read the GPU facts (%s); expected gpu_facts output"
+                                 % exc)
 
 
 class FilterModule(object):

@@ -1,0 +1,95 @@
+"""Make this project's plugins importable the way Ansible imports them.
+
+* ``ansible.module_utils.<name>`` resolves to ``plugins/module_utils/<name>.py``
+  (``ansible.module_utils.__path__`` is extended, as AnsiballZ does on the node);
+* ``plugins/modules`` and ``plugins/filter`` are on ``sys.path`` so tests can
+  ``import gpu_facts`` / ``import preflight``.
+"""
+
+import json
+import os
+import sys
+
+import pytest
+
+import ansible.module_utils
+from ansible.module_utils import basic
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
+if MODULE_UTILS not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(MODULE_UTILS)
+for sub in ("modules", "filter"):
+    path = os.path.join(ROOT, "plugins", sub)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+
+try:  # ansible-core >= 2.19
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # pragma: no cover - older cores
+    import contextlib
+    from unittest import mock
+
+    @contextlib.contextmanager
+    def patch_module_args(args=None):
+        payload = json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode()
+        with mock.patch.object(basic, "_ANSIBLE_ARGS", payload):
+            yield
+
+
+class AnsibleExitJson(Exception):
+    """exit_json was called; ``.result`` holds its kwargs."""
+
+    def __init__(self, result):
+        super(AnsibleExitJson, self).__init__(result)
+        self.result = result
+
+
+class AnsibleFailJson(Exception):
+    """fail_json was called; ``.result`` holds its kwargs (with failed=True)."""
+
+    def __init__(self, result):
+        super(AnsibleFailJson, self).__init__(result)
+        self.result = result
+
+
+def _exit_json(self, **kwargs):
+    kwargs.setdefault("changed", False)
+    raise AnsibleExitJson(kwargs)
+
+
+def _fail_json(self, msg, **kwargs):
+    kwargs["failed"] = True
+    kwargs["msg"] = msg
+    raise AnsibleFailJson(kwargs)
+
+
+@pytest.fixture
+def module_runner(monkeypatch):
+    """``run(module, args, check_mode=False)`` -> (kind, result) where kind is 'exit' or 'fail'."""
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", _exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", _fail_json)
+
+    def run(module, args, check_mode=False):
+        args = dict(args)
+        if check_mode:
+            args["_ansible_check_mode"] = True
+        with patch_module_args(args):
+            try:
+                module.main()
+            except AnsibleExitJson as exc:
+                return "exit", exc.result
+            except AnsibleFailJson as exc:
+                return "fail", exc.result
+        raise AssertionError("module returned without exit_json/fail_json")
+
+    return run
+
+
+def load_yaml(*parts):
+    import yaml
+
+    with open(os.path.join(FIXTURES, *parts)) as handle:
+        return yaml.safe_load(handle)

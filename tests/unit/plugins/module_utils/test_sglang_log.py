@@ -1,0 +1,104 @@
+"""sglang_log: parse recorded startup logs and classify observation sequences (fixtures/sglang_logs)."""
+
+import os
+
+import pytest
+
+from ansible.module_utils.sglang_log import classify, first_traceback, parse_log, split_lines
+from conftest import FIXTURES, load_yaml
+
+LOG_CASES = load_yaml("sglang_logs", "cases.yml")
+CLASSIFY_CASES = load_yaml("sglang_logs", "classify_cases.yml")
+
+
+def read_log(name):
+    if not name:
+        return ""
+    with open(os.path.join(FIXTURES, "sglang_logs", name), newline="") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("name", sorted(LOG_CASES))
+def test_parse_recorded_log(name):
+    want = LOG_CASES[name]
+    got = parse_log(read_log(name))
+    if "phase" in want:
+        assert got["phase"] == want["phase"]
+    if "ready" in want:
+        assert got["ready"] is want["ready"]
+    if "progress" in want:
+        if want["progress"] is None:
+            assert got["progress"] is None
+        else:
+            assert dict((k, got["progress"][k]) for k in want["progress"]) == want["progress"]
+    if "traceback" in want and want["traceback"] is None:
+        assert got["traceback"] is None
+    tb = got["traceback"] or ""
+    if "traceback_first_line" in want:
+        assert tb.splitlines()[0] == want["traceback_first_line"]
+    if "traceback_last_line" in want:
+        assert tb.splitlines()[-1] == want["traceback_last_line"]
+        assert got["error"] == want["traceback_last_line"]
+    for text in want.get("traceback_excludes", []):
+        assert text not in tb
+    for text in want.get("traceback_includes", []):
+        assert text in tb
+    if "error_startswith" in want:
+        assert got["error"].startswith(want["error_startswith"])
+    if "scheduler_died" in want:
+        assert dict((k, got["scheduler_died"][k]) for k in ("rank", "exit_code")) == want["scheduler_died"]
+    if "sigquit" in want:
+        assert got["sigquit"] is want["sigquit"]
+
+
+def test_carriage_return_redraws_are_split():
+    assert split_lines("a\rb\r\nc\nd") == ["a", "b", "c", "d"]
+    got = parse_log("Multi-thread loading shards:   0% Completed | 0/4 [00:00<?, ?it/s]"
+                    "\rMulti-thread loading shards:  50% Completed | 2/4 [00:01<00:01,  1.17s/it]")
+    assert (got["progress"]["i"], got["progress"]["n"], got["progress"]["pct"]) == (2, 4, 50)
+
+
+def test_only_the_first_traceback_is_reported():
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "ValueError: first",
+             "Traceback (most recent call last):", '  File "b.py", line 1, in <module>', "KeyError: echo"]
+    assert first_traceback(lines).splitlines()[-1] == "ValueError: first"
+
+
+def observation(spec, cache):
+    obs = {"t": 0.0, "active_state": "active", "sub_state": "running", "main_pid": 4242, "n_restarts": 0,
+           "exec_main_status": None, "exec_main_code": None, "invocation_id": "inv-1", "schedulers": 8,
+           "http_code": None}
+    obs.update(spec)
+    name = obs.pop("log", "")
+    if name not in cache:
+        cache[name] = parse_log(read_log(name))
+    obs["log"] = cache[name]
+    return obs
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIFY_CASES))
+def test_classify(name):
+    case = CLASSIFY_CASES[name]
+    cache = {}
+    history = [observation(o, cache) for o in case["observations"]]
+    got = classify(history, case.get("tp_size", 8), stall_timeout=case.get("stall_timeout", 300),
+                   timeout=case.get("timeout", 1800))
+    want = case["expect"]
+    assert got["verdict"] == want["verdict"], got["reason"]
+    assert got["terminal"] is (want["verdict"] in ("ready", "crashed", "restart_loop", "stalled", "timeout"))
+    if "phase" in want:
+        assert got["phase"] == want["phase"]
+    if "progress" in want:
+        assert (got["progress"]["i"], got["progress"]["n"]) == (want["progress"]["i"], want["progress"]["n"])
+    if "reason_contains" in want:
+        assert want["reason_contains"] in got["reason"]
+    if "error_startswith" in want:
+        assert (got["error"] or "").startswith(want["error_startswith"]), got
+    if "exit_status_text" in want:
+        assert got["exit_status"]["text"] == want["exit_status_text"]
+    if want["verdict"] in ("crashed", "restart_loop") and "traceback" in str(want):
+        assert got["traceback"]
+
+
+def test_classify_empty_history():
+    assert classify([], 8)["verdict"] == "starting"

@@ -1,0 +1,223 @@
+"""model_stage on small real-format checkpoints (written with the safetensors reference library)."""
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+from collections import namedtuple
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+import model_stage
+
+SHARDS = ["model-00001-of-000003.safetensors", "model-00002-of-000003.safetensors", "model-00003-of-000003.safetensors"]
+
+
+@pytest.fixture
+def source(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    weight_map, total = {}, 0
+    for i, shard in enumerate(SHARDS):
+        tensors = {"model.layers.%d.w%d" % (i, j): np.full((64, 32), i + j, dtype=np.float16) for j in range(3)}
+        save_file(tensors, str(src / shard), metadata={"format": "pt"})
+        weight_map.update(dict((k, shard) for k in tensors))
+        total += sum(t.nbytes for t in tensors.values())
+    (src / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                   "weight_map": weight_map}))
+    (src / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"]}))
+    (src / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 262144}))
+    (src / "tiktoken.model").write_bytes(b"abc 0\n")
+    (src / "modeling_kimi_k25.py").write_text("# remote code\n")
+    (src / "original.bin").write_bytes(b"x" * 10)
+    (src / ".gitattributes").write_text("*.safetensors filter=lfs\n")
+    (src / "docs").mkdir()
+    return src
+
+
+def args(source, tmp_path, **kw):
+    base = dict(name="Kimi-K2.5", revision="r1", source="path", source_path=str(source), store=str(tmp_path / "store"))
+    base.update(kw)
+    return base
+
+
+def test_first_run_stages_verifies_and_activates(source, tmp_path, module_runner):
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit", result
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    current = tmp_path / "store" / "Kimi-K2.5" / "current"
+    assert result["changed"] is True and result["verified"] is True
+    assert result["path"] == str(final) and result["current"] == str(current)
+    assert result["shards"] == 3
+    assert result["copied_bytes"] == result["total_bytes"] > 0
+    assert os.readlink(str(current)) == "r1"
+    assert not (tmp_path / "store" / "Kimi-K2.5" / "r1.partial").exists()
+    assert sorted(result["skipped"]) == ["docs/", "original.bin"]
+    staged = sorted(os.listdir(str(final)))
+    assert staged == sorted([".manifest.json", "config.json", "model.safetensors.index.json", "modeling_kimi_k25.py",
+                             "tiktoken.model", "tokenizer_config.json"] + SHARDS)
+    manifest = json.loads((final / ".manifest.json").read_text())
+    for rel, rec in manifest["files"].items():
+        st = os.stat(str(final / rel))
+        assert rec == {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
+                       "sha256": hashlib.sha256((source / rel).read_bytes()).hexdigest()}
+    assert manifest["verified"] is True and manifest["shards"] == 3
+
+
+def test_rerun_is_a_stat_only_noop(source, tmp_path, module_runner, monkeypatch):
+    module_runner(model_stage, args(source, tmp_path))
+
+    def no_hashing(*a, **k):
+        raise AssertionError("a no-op run must not read file contents")
+
+    monkeypatch.setattr(model_stage, "copy_and_hash", no_hashing)
+    monkeypatch.setattr(model_stage, "hash_file", no_hashing)
+    monkeypatch.setattr(model_stage, "verify_shard", no_hashing)
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit", result
+    assert result["changed"] is False and result["copied_bytes"] == 0 and result["verified"] is True
+    assert result["shards"] == 3
+
+
+def test_check_mode_touches_nothing(source, tmp_path, module_runner):
+    kind, result = module_runner(model_stage, args(source, tmp_path), check_mode=True)
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert result["copied_bytes"] == result["total_bytes"]
+    assert any(a.startswith("copy 8 file(s)") for a in result["actions"])
+    assert not (tmp_path / "store").exists()
+
+
+def test_verification_failures_listed_together_and_current_untouched(source, tmp_path, module_runner):
+    module_runner(model_stage, args(source, tmp_path))  # r1 is current
+    shard2 = source / SHARDS[1]
+    shard2.write_bytes(shard2.read_bytes()[:-100])
+    (source / "config.json").write_text("")
+    (source / "tokenizer_config.json").write_text("{not json")
+    kind, result = module_runner(model_stage, args(source, tmp_path, revision="r2"))
+    assert kind == "fail"
+    partial = tmp_path / "store" / "Kimi-K2.5" / "r2.partial"
+    problems = result["problems"]
+    assert problems[0].startswith("verification of %s failed" % partial)
+    assert any(p.startswith(str(partial / SHARDS[1]) + ":") and "truncated by 100 bytes" in p for p in problems)
+    assert any(p.startswith(str(partial / "config.json") + ": file is empty") for p in problems)
+    assert any(p.startswith(str(partial / "tokenizer_config.json") + ": not valid JSON") for p in problems)
+    assert os.readlink(str(tmp_path / "store" / "Kimi-K2.5" / "current")) == "r1"
+    assert not (tmp_path / "store" / "Kimi-K2.5" / "r2").exists()
+    journal = json.loads((partial / ".staging.json").read_text())
+    assert SHARDS[1] not in journal["files"] and SHARDS[0] in journal["files"]
+
+
+def test_index_tensor_missing_from_shard(source, tmp_path, module_runner):
+    index = json.loads((source / "model.safetensors.index.json").read_text())
+    index["weight_map"]["model.layers.9.extra"] = SHARDS[2]
+    (source / "model.safetensors.index.json").write_text(json.dumps(index))
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail"
+    assert "1 tensor(s) that model.safetensors.index.json assigns to this shard are not in its header, e.g. " \
+           "model.layers.9.extra" in result["msg"]
+
+
+def test_missing_shards_fail_before_copying(source, tmp_path, module_runner):
+    os.unlink(str(source / SHARDS[0]))
+    os.unlink(str(source / SHARDS[2]))
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail"
+    assert "2 shard(s) named in model.safetensors.index.json are missing from %s: %s, %s" % (
+        source, SHARDS[0], SHARDS[2]) in result["msg"]
+    assert not (tmp_path / "store").exists()
+
+
+def test_not_enough_space_gives_both_numbers(source, tmp_path, module_runner, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000))
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail"
+    assert "not enough free space in %s: need 0.0 GB" % (tmp_path / "store") in result["msg"]
+    assert "0.0 GB free" in result["msg"]
+
+
+def test_space_check_in_gb(source, tmp_path, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(0, 0, 100 * 10 ** 9))
+    monkeypatch.setattr(model_stage, "plan_source", lambda p: {
+        "index": {"shards": ["a"], "total_size": None, "tensors_by_shard": {}}, "files": ["a"],
+        "sizes": {"a": 547 * 10 ** 9}, "skipped": []})
+
+    class M(object):
+        check_mode = True
+        params = args(source, tmp_path, link_mode="copy")
+
+    with pytest.raises(model_stage.StageError) as err:
+        model_stage.stage(M())
+    assert "need 574.4 GB (547.0 GB still to copy + 5%), 100.0 GB free" in str(err.value)
+
+
+def test_interrupted_copy_resumes(source, tmp_path, module_runner, monkeypatch):
+    real = model_stage.copy_and_hash
+    calls = []
+
+    def flaky(src, dst, buffer_bytes=model_stage.BUFFER_BYTES):
+        calls.append(src)
+        if src.endswith(SHARDS[1]):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, buffer_bytes)
+
+    monkeypatch.setattr(model_stage, "copy_and_hash", flaky)
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail" and "disk full while staging" in result["msg"]
+    assert not (tmp_path / "store" / "Kimi-K2.5" / "current").exists()
+    monkeypatch.setattr(model_stage, "copy_and_hash", real)
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit", result
+    assert result["resumed_files"] >= 2
+    assert 0 < result["copied_bytes"] < result["total_bytes"]
+    assert result["verified"] is True
+
+
+def test_hardlink_mode_shares_inodes(source, tmp_path, module_runner):
+    kind, result = module_runner(model_stage, args(source, tmp_path, link_mode="hardlink"))
+    assert kind == "exit", result
+    assert result["copied_bytes"] == 0
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    assert os.stat(str(final / SHARDS[0])).st_ino == os.stat(str(source / SHARDS[0])).st_ino
+
+
+def test_changed_staged_file_is_reported(source, tmp_path, module_runner):
+    module_runner(model_stage, args(source, tmp_path))
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    with open(str(final / "config.json"), "a") as handle:
+        handle.write(" ")
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail"
+    assert "config.json (size, mtime_ns changed)" in result["msg"] or "config.json (size" in result["msg"]
+    assert "move %s aside" % final in result["msg"]
+
+
+def test_new_revision_flips_current_and_keeps_old(source, tmp_path, module_runner):
+    module_runner(model_stage, args(source, tmp_path))
+    kind, result = module_runner(model_stage, args(source, tmp_path, revision="r2"))
+    assert kind == "exit" and result["changed"] is True
+    model_dir = tmp_path / "store" / "Kimi-K2.5"
+    assert os.readlink(str(model_dir / "current")) == "r2"
+    assert (model_dir / "r1" / ".manifest.json").exists()
+    # flipping back to a staged revision is a stat-only change of the symlink
+    kind, result = module_runner(model_stage, args(source, tmp_path, revision="r1"))
+    assert result["changed"] is True and result["copied_bytes"] == 0
+    assert os.readlink(str(model_dir / "current")) == "r1"
+
+
+def test_current_as_directory_is_refused(source, tmp_path, module_runner):
+    (tmp_path / "store" / "Kimi-K2.5" / "current").mkdir(parents=True)
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "fail" and "is not a symlink" in result["msg"]
+    assert (tmp_path / "store" / "Kimi-K2.5" / "r1").is_dir()  # staged, verified, only activation refused
+
+
+@pytest.mark.parametrize("bad", ["../x", ".hidden", "a/b", "current", "r1.partial"])
+def test_bad_revision_labels(source, tmp_path, module_runner, bad):
+    kind, result = module_runner(model_stage, args(source, tmp_path, revision=bad))
+    assert kind == "fail" and "revision" in result["msg"]
