@@ -44,6 +44,9 @@ Schema (every key optional; missing keys take the defaults above)::
       "failure": null                    # or "no_devices" | "nvml_error" | "driver_mismatch"
     }
 
+Any per-GPU or per-app value may also be a literal device answer such as ``"[N/A]"``, ``"[Not Supported]"``
+or ``"[Not Found]"`` (process name): it is printed verbatim, without units, as the real tool does.
+
 Failure modes (message on stdout, like the real tool):
 
 * ``no_devices``      ``No devices were found``                                             exit 6
@@ -198,7 +201,7 @@ def normalize(raw):
     for g in gpus:
         if g.get("memory_used_mib") is None:
             g["memory_used_mib"] = sum(int(a["used_memory_mib"]) for a in apps
-                                       if a.get("gpu_uuid") == g["uuid"])
+                                       if a.get("gpu_uuid") == g["uuid"] and not _is_marker(a["used_memory_mib"]))
     for a in apps:
         g = by_uuid.get(a.get("gpu_uuid"))
         a["_gpu"] = g
@@ -222,17 +225,34 @@ def check_failure(state):
 
 
 # ---------------------------------------------------------------------------------------------- fields
+def _is_marker(v):
+    """Literal device answers such as "[N/A]", "[Not Supported]", "[Unknown Error]" pass through verbatim."""
+    return isinstance(v, str) and v.startswith("[")
+
+
+def _int(v):
+    return v if _is_marker(v) else str(int(v))
+
+
+def _float2(v):
+    return v if _is_marker(v) else "%.2f" % float(v)
+
+
 def _mem_free(g):
-    return max(0, int(g["memory_total_mib"]) - int(g.get("memory_reserved_mib") or 0) - int(g["memory_used_mib"]))
+    vals = (g["memory_total_mib"], g.get("memory_reserved_mib") or 0, g["memory_used_mib"])
+    if any(_is_marker(v) for v in vals):
+        return "[N/A]"
+    return str(max(0, int(vals[0]) - int(vals[1]) - int(vals[2])))
 
 
-def _na(_g, _s=None):
-    return "[N/A]"
+def _timestamp(state):
+    now = state["_now"]
+    return now.strftime("%Y/%m/%d %H:%M:%S.") + "%03d" % (now.microsecond // 1000)
 
 
 # canonical name -> (aliases, unit, getter(gpu, state) -> str)
 GPU_FIELDS = {
-    "timestamp": ((), None, lambda g, s: s["_now"].strftime("%Y/%m/%d %H:%M:%S.") + "%03d" % (s["_now"].microsecond // 1000)),
+    "timestamp": ((), None, lambda g, s: _timestamp(s)),
     "driver_version": ((), None, lambda g, s: s["driver_version"]),
     "count": ((), None, lambda g, s: str(len(s["_all_gpus"]))),
     "name": (("gpu_name",), None, lambda g, s: g["name"]),
@@ -249,28 +269,28 @@ GPU_FIELDS = {
     "compute_mode": ((), None, lambda g, s: g["compute_mode"]),
     "compute_cap": ((), None, lambda g, s: g["compute_cap"]),
     "pstate": ((), None, lambda g, s: g["pstate"]),
-    "memory.total": ((), "MiB", lambda g, s: str(int(g["memory_total_mib"]))),
-    "memory.reserved": ((), "MiB", lambda g, s: str(int(g.get("memory_reserved_mib") or 0))),
-    "memory.used": ((), "MiB", lambda g, s: str(int(g["memory_used_mib"]))),
-    "memory.free": ((), "MiB", lambda g, s: str(_mem_free(g))),
-    "utilization.gpu": ((), "%", lambda g, s: str(int(g["utilization_gpu_pct"]))),
-    "utilization.memory": ((), "%", lambda g, s: str(int(g["utilization_memory_pct"]))),
-    "temperature.gpu": ((), None, lambda g, s: str(int(g["temperature_c"]))),
-    "power.draw": ((), "W", lambda g, s: "%.2f" % float(g["power_draw_w"])),
-    "power.limit": ((), "W", lambda g, s: "%.2f" % float(g["power_limit_w"])),
+    "memory.total": ((), "MiB", lambda g, s: _int(g["memory_total_mib"])),
+    "memory.reserved": ((), "MiB", lambda g, s: _int(g.get("memory_reserved_mib") or 0)),
+    "memory.used": ((), "MiB", lambda g, s: _int(g["memory_used_mib"])),
+    "memory.free": ((), "MiB", lambda g, s: _mem_free(g)),
+    "utilization.gpu": ((), "%", lambda g, s: _int(g["utilization_gpu_pct"])),
+    "utilization.memory": ((), "%", lambda g, s: _int(g["utilization_memory_pct"])),
+    "temperature.gpu": ((), None, lambda g, s: _int(g["temperature_c"])),
+    "power.draw": ((), "W", lambda g, s: _float2(g["power_draw_w"])),
+    "power.limit": ((), "W", lambda g, s: _float2(g["power_limit_w"])),
     "mig.mode.current": ((), None, lambda g, s: "[N/A]"),
     "ecc.mode.current": ((), None, lambda g, s: "Enabled"),
 }
 
 APP_FIELDS = {
-    "timestamp": ((), None, lambda a, s: s["_now"].strftime("%Y/%m/%d %H:%M:%S.") + "%03d" % (s["_now"].microsecond // 1000)),
+    "timestamp": ((), None, lambda a, s: _timestamp(s)),
     "gpu_name": ((), None, lambda a, s: a["_gpu"]["name"] if a["_gpu"] else "[N/A]"),
     "gpu_bus_id": ((), None, lambda a, s: a["_gpu"]["pci_bus_id"] if a["_gpu"] else "[N/A]"),
     "gpu_serial": ((), None, lambda a, s: str(a["_gpu"]["serial"]) if a["_gpu"] else "[N/A]"),
     "gpu_uuid": ((), None, lambda a, s: a.get("gpu_uuid", "[N/A]")),
     "pid": ((), None, lambda a, s: str(int(a["pid"]))),
     "process_name": (("name",), None, lambda a, s: a["process_name"]),
-    "used_gpu_memory": (("used_memory",), "MiB", lambda a, s: str(int(a["used_memory_mib"]))),
+    "used_gpu_memory": (("used_memory",), "MiB", lambda a, s: _int(a["used_memory_mib"])),
 }
 
 
@@ -373,11 +393,12 @@ def render_table(state, gpus):
         pm = "On" if g["persistence_mode"] == "Enabled" else "Off"
         out.append(row(" %3d  %-27s %4s  " % (g["index"], name, pm),
                        "   %s Off " % g["pci_bus_id"], "0".rjust(21) + " "))
-        left = " N/A  %3dC    %s" % (int(g["temperature_c"]), g["pstate"])
-        pwr = "%dW / %4dW " % (int(float(g["power_draw_w"])), int(float(g["power_limit_w"])))
-        mem = "%dMiB / %6dMiB" % (int(g["memory_used_mib"]), int(g["memory_total_mib"]))
+        left = " N/A  %3sC    %s" % (_int(g["temperature_c"]).strip("[]"), g["pstate"])
+        pwr = "%sW / %4sW " % tuple(_int(int(float(v)) if not _is_marker(v) else v).strip("[]")
+                                   for v in (g["power_draw_w"], g["power_limit_w"]))
+        mem = "%sMiB / %6sMiB" % (_int(g["memory_used_mib"]).strip("[]"), _int(g["memory_total_mib"]).strip("[]"))
         out.append(row(left + pwr.rjust(41 - len(left)), mem.rjust(23) + " ",
-                       ("%d%%" % int(g["utilization_gpu_pct"])).rjust(7) + g["compute_mode"].rjust(14) + " "))
+                       ("%s%%" % _int(g["utilization_gpu_pct"]).strip("[]")).rjust(7) + g["compute_mode"].rjust(14) + " "))
         out.append(row("", "", "N/A".rjust(21) + " "))
         out.append(sep)
     out += ["", border, full(" Processes:"),
@@ -391,8 +412,8 @@ def render_table(state, gpus):
     for a in apps:
         g = uuids[a["gpu_uuid"]]
         pname = a["process_name"] if len(a["process_name"]) <= 34 else "..." + a["process_name"][-31:]
-        out.append(full("  %3d   N/A  N/A  %15d      C   %-34s %8dMiB " % (
-            g["index"], int(a["pid"]), pname, int(a["used_memory_mib"]))))
+        out.append(full("  %3d   N/A  N/A  %15d      C   %-34s %8sMiB " % (
+            g["index"], int(a["pid"]), pname, _int(a["used_memory_mib"]).strip("[]"))))
     out.append(border)
     return "\n".join(out) + "\n"
 
@@ -412,10 +433,10 @@ def render_query(state, gpus):
                 "    Minor Number                          : %d" % g["index"],
                 "    VBIOS Version                         : " + g["vbios_version"],
                 "    FB Memory Usage",
-                "        Total                             : %d MiB" % int(g["memory_total_mib"]),
-                "        Reserved                          : %d MiB" % int(g.get("memory_reserved_mib") or 0),
-                "        Used                              : %d MiB" % int(g["memory_used_mib"]),
-                "        Free                              : %d MiB" % _mem_free(g),
+                "        Total                             : %s MiB" % _int(g["memory_total_mib"]),
+                "        Reserved                          : %s MiB" % _int(g.get("memory_reserved_mib") or 0),
+                "        Used                              : %s MiB" % _int(g["memory_used_mib"]),
+                "        Free                              : %s MiB" % _mem_free(g),
                 "    Compute Mode                          : " + g["compute_mode"], ""]
     return "\n".join(out) + "\n"
 

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on the embedded sandbox: build the stand-ins and the node image, create the sandbox GPU
+# node(s), run deploy.yml against them, and print each node's health report.
+# Usage: scripts/sandbox-deploy.sh [extra ansible-playbook args, e.g. --check or -v]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/bootstrap.sh
+# shellcheck source=scripts/env.sh
+source scripts/env.sh
+
+start=$(date +%s)
+echo "== stand-ins (tests/sandbox/build_artifacts.py)"
+python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
+echo "== node image"
+tests/sandbox/image/build-image.sh
+echo "== sandbox node(s)"
+ansible-playbook playbooks/sandbox.yml
+echo "== deploy.yml"
+ansible-playbook -i inventory/sandbox deploy.yml "$@"
+echo "== done in $(( $(date +%s) - start )) s; health reports in reports/"

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Build every sandbox stand-in artifact into one directory (default ``.sandbox/artifacts`` at the repo root).
+
+The directory is bind-mounted read-only into each sandbox node at ``/srv/sandbox``, so everything that
+refers to a path inside it uses ``/srv/sandbox/...``.
+
+    bin/nvidia-smi               fake nvidia-smi (copy of fake_nvidia_smi.py); node: /usr/bin/nvidia-smi -> it
+    gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
+                                 copy it to /etc/sandbox/gpus.json (writable) and edit to inject faults
+    cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/)
+    cuda-repo/cuda-archive-keyring.gpg
+    models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
+    git/flashinfer.git           bare repo, tag v0.7.2
+    git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
+    MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
+
+Every step is idempotent (recipe stamps); a no-op rebuild takes about a second.
+
+CLI: ``python tests/sandbox/build_artifacts.py [--out DIR] [--shards N] [--shard-mb X] [--force]``
+(needs numpy + safetensors for the checkpoint, e.g. the project venv).
+"""
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parent.parent
+NODE_MOUNT = "/srv/sandbox"
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import cuda_repo  # noqa: E402
+import fake_nvidia_smi  # noqa: E402
+import fake_sources  # noqa: E402
+
+
+def _write_if_changed(path: Path, data: bytes, mode=0o644):
+    if path.is_file() and path.read_bytes() == data:
+        if (path.stat().st_mode & 0o777) != mode:
+            os.chmod(path, mode)
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return True
+
+
+def default_gpus_json():
+    state = fake_nvidia_smi.normalize({})
+    gpus = [{k: v for k, v in g.items() if k != "index"} for g in state["gpus"]]
+    return {"driver_version": state["driver_version"], "cuda_version": state["cuda_version"],
+            "gpus": gpus, "compute_apps": [], "failure": None}
+
+
+def _node(path: Path, out: Path):
+    return NODE_MOUNT + "/" + str(path.relative_to(out))
+
+
+def build_sglang(out: Path, snapshot=None, tag="v0.5.23"):
+    try:
+        from sglang_sim.build_repo import build_sglang_repo
+    except ImportError as exc:
+        return None, "skipped: sglang_sim.build_repo not importable yet (%s)" % exc
+    kwargs = {}
+    params = inspect.signature(build_sglang_repo).parameters
+    if "tag" in params:
+        kwargs["tag"] = tag
+    if "snapshot" in params:
+        if snapshot is not None:
+            kwargs["snapshot"] = Path(snapshot)
+        elif params["snapshot"].default is inspect.Parameter.empty:
+            return None, "skipped: build_sglang_repo needs snapshot=...; pass --sglang-snapshot PATH"
+    sha = build_sglang_repo(out / "git" / "sglang.git", **kwargs)
+    return sha, None
+
+
+def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None, quiet=False):
+    """Build everything; return the manifest dict (also written to <out>/MANIFEST.json)."""
+    out = Path(out) if out else REPO_ROOT / ".sandbox" / "artifacts"
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = {"node_mount": NODE_MOUNT, "artifacts": {}}
+    lines = []
+
+    def step(name, fn):
+        t0 = time.monotonic()
+        detail = fn()
+        lines.append("%-22s %6.2fs  %s" % (name, time.monotonic() - t0, detail))
+        if not quiet:
+            print(lines[-1], flush=True)
+
+    def nvsmi():
+        if force:
+            (out / "bin" / "nvidia-smi").unlink(missing_ok=True)
+        changed = _write_if_changed(out / "bin" / "nvidia-smi", (HERE / "fake_nvidia_smi.py").read_bytes(), 0o755)
+        manifest["artifacts"]["nvidia_smi"] = {"path": _node(out / "bin" / "nvidia-smi", out)}
+        return "%s %s" % (_node(out / "bin" / "nvidia-smi", out), "(written)" if changed else "(unchanged)")
+
+    def gpus():
+        data = (json.dumps(default_gpus_json(), indent=2) + "\n").encode()
+        changed = _write_if_changed(out / "gpus.json", data)
+        manifest["artifacts"]["gpus_json"] = {"path": _node(out / "gpus.json", out)}
+        return "%s 8 GPUs %s" % (_node(out / "gpus.json", out), "(written)" if changed else "(unchanged)")
+
+    def repo():
+        info = cuda_repo.build_cuda_repo(out, force=force)
+        manifest["artifacts"]["cuda_repo"] = {
+            "url": info["node_url"], "base_url": "file://%s/cuda-repo" % NODE_MOUNT,
+            "keyring": _node(Path(info["keyring"]), out),
+            "pubkey": _node(Path(info["pubkey"]), out), "fingerprint": info["fingerprint"]}
+        return "%s key %s %s" % (info["node_url"], info["fingerprint"][-16:],
+                                 "(rebuilt)" if info["rebuilt"] else "(unchanged)")
+
+    def model():
+        import checkpoint
+        d = out / "models" / "Kimi-K2.5"
+        s = checkpoint.make_checkpoint(d, num_shards=shards, shard_bytes=int(shard_mb * 1024 * 1024), force=force)
+        manifest["artifacts"]["model"] = {"path": _node(d, out), "num_shards": s["num_shards"],
+                                          "total_size": s["total_size"], "tensors": s["tensors"]}
+        return "%s %d shards, total_size %d %s" % (_node(d, out), s["num_shards"], s["total_size"],
+                                                   "(rebuilt)" if s["rebuilt"] else "(unchanged)")
+
+    def flashinfer():
+        g = out / "git" / "flashinfer.git"
+        sha = fake_sources.build_flashinfer_repo(g, tag="v0.7.2", force=force)
+        manifest["artifacts"]["flashinfer_git"] = {"path": _node(g, out), "tag": "v0.7.2", "sha": sha}
+        return "%s v0.7.2 = %s" % (_node(g, out), sha[:12])
+
+    def sglang():
+        sha, why = build_sglang(out, sglang_snapshot)
+        if sha is None:
+            print("WARNING: git/sglang.git %s" % why, file=sys.stderr)
+            return why
+        g = out / "git" / "sglang.git"
+        manifest["artifacts"]["sglang_git"] = {"path": _node(g, out), "tag": "v0.5.23", "sha": sha}
+        return "%s v0.5.23 = %s" % (_node(g, out), sha[:12])
+
+    def wheels():
+        import wheelhouse
+        names = wheelhouse.build_wheelhouse(out / "wheelhouse")
+        manifest["artifacts"]["wheelhouse"] = {"path": _node(out / "wheelhouse", out), "wheels": names}
+        return "%s %s" % (_node(out / "wheelhouse", out), ", ".join(names))
+
+    t0 = time.monotonic()
+    step("wheelhouse", wheels)
+    step("bin/nvidia-smi", nvsmi)
+    step("gpus.json", gpus)
+    step("cuda-repo", repo)
+    step("models/Kimi-K2.5", model)
+    step("git/flashinfer.git", flashinfer)
+    step("git/sglang.git", sglang)
+    _write_if_changed(out / "MANIFEST.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
+    if not quiet:
+        print("%-22s %6.2fs  %s" % ("total", time.monotonic() - t0, out))
+    manifest["summary"] = lines
+    return manifest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Build the sandbox stand-in artifacts.")
+    ap.add_argument("--out", default=None, help="output dir (default: <repo>/.sandbox/artifacts)")
+    ap.add_argument("--shards", type=int, default=64)
+    ap.add_argument("--shard-mb", type=float, default=2)
+    ap.add_argument("--force", action="store_true", help="rebuild everything (the signing key is kept)")
+    ap.add_argument("--sglang-snapshot", default=None, help="passed to sglang_sim.build_repo if it needs one")
+    a = ap.parse_args(argv)
+    build_all(a.out, shard_mb=a.shard_mb, shards=a.shards, force=a.force, sglang_snapshot=a.sglang_snapshot)
+
+
+if __name__ == "__main__":
+    main()

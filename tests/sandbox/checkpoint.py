@@ -1,0 +1,416 @@
+#!/usr/bin/env python3
+"""Small but real-format stand-in for the Kimi-K2.5 checkpoint (safetensors shards + index + config).
+
+``make_checkpoint(out_dir, num_shards=64, shard_bytes=2 MiB, name_format=...)`` writes::
+
+    model-00001-of-000064.safetensors ... model-00064-of-000064.safetensors   (real Kimi-K2.5 naming)
+    model.safetensors.index.json   {"metadata": {"total_size": N}, "weight_map": {tensor: shard}}
+    config.json                    KimiK25ForConditionalGeneration / model_type kimi_k25, text_config ...
+    generation_config.json, tokenizer_config.json, tiktoken.model, tokenization_kimi.py, chat_template.jinja
+    SHA256SUMS                     sha256sum format, every file above (for an http source)
+
+What is faithful:
+
+* Tensor names follow the real checkpoint: ``language_model.model.layers.N.self_attn.*`` (MLA: q_a_proj,
+  kv_a_proj_with_mqa, kv_b_proj, ...; BF16), ``language_model.model.layers.N.mlp.experts.E.{gate,up,down}_proj.
+  {weight_packed (I32), weight_scale (BF16), weight_shape (I32)}`` (compressed-tensors pack-quantized INT4,
+  group size 32), ``...mlp.shared_experts.*`` (BF16), ``...mlp.gate.weight`` / ``e_score_correction_bias``,
+  ``language_model.model.embed_tokens.weight``, ``language_model.lm_head.weight``, ``vision_tower.*``,
+  ``mm_projector.*``. Layer 0 is dense (first_k_dense_replace = 1).
+* Real safetensors files written with the ``safetensors`` library (BF16 as a true ``BF16`` dtype, header
+  metadata ``{"format": "pt"}``), so ``safe_open`` and a header parser see what they see on the real files.
+* ``metadata.total_size`` is the sum of tensor data bytes (as HF computes it), not file sizes.
+* Shard 1 is smaller (embeddings, vision tower, projector), like the real ~1 GB shard 1.
+
+What is scaled down: dimensions. ``config.json`` keeps the real keys and non-size values, but the size-driving
+numbers (hidden_size, layer/expert counts, vocab) describe the miniature actually on disk, so config and
+tensors agree. ``num_hidden_layers`` stays 61 when the byte budget allows (default 64 x 2 MiB does), and the
+expert count per layer is chosen to fill the budget.
+
+Deterministic: same arguments -> byte-identical files (seeded numpy RNG, fixed ordering). Idempotent: a stamp
+``<out_dir>/../.<name>.stamp`` holds the recipe hash and file sizes; a match means nothing is written.
+
+CLI: ``python tests/sandbox/checkpoint.py OUT [--shards N] [--shard-mb X]``
+"""
+
+import argparse
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_NAME_FORMAT = "model-{index:05d}-of-{total:06d}.safetensors"
+SEED = 20260127
+
+# miniature dimensions (real values in comments)
+HIDDEN = 256                # 7168
+VOCAB = 256                 # 163840
+DENSE_INTER = 256           # 18432
+MOE_INTER = 128             # 2048
+HEADS = 2                   # 64
+Q_LORA = 64                 # 1536
+KV_LORA = 32                # 512
+QK_NOPE = 32                # 128
+QK_ROPE = 16                # 64
+V_HEAD = 32                 # 128
+GROUP = 32                  # int4 group size (real: 32)
+VISION_HIDDEN = 32          # 1152
+VISION_LAYERS = 2           # 27
+REAL_LAYERS = 61
+TOPK = 8
+
+BYTES = {"BF16": 2, "F32": 4, "I32": 4}
+
+
+# ------------------------------------------------------------------------------------------- spec
+def _attn(prefix):
+    return [
+        (prefix + "input_layernorm.weight", "BF16", (HIDDEN,)),
+        (prefix + "post_attention_layernorm.weight", "BF16", (HIDDEN,)),
+        (prefix + "self_attn.q_a_proj.weight", "BF16", (Q_LORA, HIDDEN)),
+        (prefix + "self_attn.q_a_layernorm.weight", "BF16", (Q_LORA,)),
+        (prefix + "self_attn.q_b_proj.weight", "BF16", (HEADS * (QK_NOPE + QK_ROPE), Q_LORA)),
+        (prefix + "self_attn.kv_a_proj_with_mqa.weight", "BF16", (KV_LORA + QK_ROPE, HIDDEN)),
+        (prefix + "self_attn.kv_a_layernorm.weight", "BF16", (KV_LORA,)),
+        (prefix + "self_attn.kv_b_proj.weight", "BF16", (HEADS * (QK_NOPE + V_HEAD), KV_LORA)),
+        (prefix + "self_attn.o_proj.weight", "BF16", (HIDDEN, HEADS * V_HEAD)),
+    ]
+
+
+def _int4_linear(prefix, out_f, in_f):
+    return [
+        (prefix + ".weight_packed", "I32", (out_f, in_f // 8)),
+        (prefix + ".weight_scale", "BF16", (out_f, in_f // GROUP)),
+        (prefix + ".weight_shape", "I32", (2,)),
+    ]
+
+
+def build_spec(layers, experts):
+    """Ordered list of (name, dtype, shape) plus the index where the head (shard 1) ends."""
+    head = [("language_model.model.embed_tokens.weight", "BF16", (VOCAB, HIDDEN))]
+    for b in range(VISION_LAYERS):
+        p = "vision_tower.encoder.blocks.%d." % b
+        head += [(p + "norm0.weight", "BF16", (VISION_HIDDEN,)), (p + "norm1.weight", "BF16", (VISION_HIDDEN,)),
+                 (p + "wqkv.weight", "BF16", (3 * VISION_HIDDEN, VISION_HIDDEN)),
+                 (p + "wo.weight", "BF16", (VISION_HIDDEN, VISION_HIDDEN)),
+                 (p + "mlp.fc0.weight", "BF16", (4 * VISION_HIDDEN, VISION_HIDDEN)),
+                 (p + "mlp.fc1.weight", "BF16", (VISION_HIDDEN, 4 * VISION_HIDDEN))]
+    head += [("vision_tower.patch_embed.proj.weight", "BF16", (VISION_HIDDEN, 3, 14, 14)),
+             ("mm_projector.pre_norm.weight", "BF16", (VISION_HIDDEN,)),
+             ("mm_projector.proj.0.weight", "BF16", (HIDDEN, VISION_HIDDEN * 4)),
+             ("mm_projector.proj.2.weight", "BF16", (HIDDEN, HIDDEN))]
+    p0 = "language_model.model.layers.0."
+    body = _attn(p0) + [(p0 + "mlp.gate_proj.weight", "BF16", (DENSE_INTER, HIDDEN)),
+                        (p0 + "mlp.up_proj.weight", "BF16", (DENSE_INTER, HIDDEN)),
+                        (p0 + "mlp.down_proj.weight", "BF16", (HIDDEN, DENSE_INTER))]
+    for n in range(1, layers):
+        p = "language_model.model.layers.%d." % n
+        body += _attn(p)
+        body += [(p + "mlp.gate.weight", "BF16", (experts, HIDDEN)),
+                 (p + "mlp.gate.e_score_correction_bias", "F32", (experts,)),
+                 (p + "mlp.shared_experts.gate_proj.weight", "BF16", (MOE_INTER, HIDDEN)),
+                 (p + "mlp.shared_experts.up_proj.weight", "BF16", (MOE_INTER, HIDDEN)),
+                 (p + "mlp.shared_experts.down_proj.weight", "BF16", (HIDDEN, MOE_INTER))]
+        for e in range(experts):
+            q = p + "mlp.experts.%d." % e
+            body += _int4_linear(q + "gate_proj", MOE_INTER, HIDDEN)
+            body += _int4_linear(q + "up_proj", MOE_INTER, HIDDEN)
+            body += _int4_linear(q + "down_proj", HIDDEN, MOE_INTER)
+    tail = [("language_model.model.norm.weight", "BF16", (HIDDEN,)),
+            ("language_model.lm_head.weight", "BF16", (VOCAB, HIDDEN))]
+    return head + body + tail, len(head)
+
+
+def _nbytes(item):
+    n = BYTES[item[1]]
+    for d in item[2]:
+        n *= d
+    return n
+
+
+def _total(spec):
+    return sum(_nbytes(t) for t in spec)
+
+
+def choose_shape(num_shards, shard_bytes):
+    """Pick (layers, experts) so the tensors roughly fill the byte budget."""
+    budget = shard_bytes * (num_shards - 1) + shard_bytes // 10
+    lo, hi = TOPK, 384
+    if _total(build_spec(REAL_LAYERS, lo)[0]) <= budget:
+        while lo < hi:                      # largest expert count that fits with 61 layers
+            mid = (lo + hi + 1) // 2
+            if _total(build_spec(REAL_LAYERS, mid)[0]) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        return REAL_LAYERS, lo
+    layers = REAL_LAYERS
+    while layers > 2 and _total(build_spec(layers, TOPK)[0]) > budget:
+        layers -= 1
+    return layers, TOPK
+
+
+def partition(spec, head_len, num_shards):
+    """Shard 1 = head; the rest is split into num_shards-1 shards of about equal bytes."""
+    shards = [spec[:head_len]]
+    rest = spec[head_len:]
+    if num_shards == 1:
+        return [spec]
+    if len(rest) < num_shards - 1:
+        raise ValueError("only %d tensors for %d shards: use fewer shards" % (len(rest), num_shards - 1))
+    total = _total(rest)
+    per = total / (num_shards - 1)
+    buckets = [[] for _ in range(num_shards - 1)]
+    acc = 0
+    for item in rest:
+        idx = min(int(acc / per), num_shards - 2) if per else 0
+        buckets[idx].append(item)
+        acc += _nbytes(item)
+    # never leave a shard empty: borrow the last tensor of the previous non-empty bucket
+    for i in range(len(buckets)):
+        if not buckets[i]:
+            j = i - 1
+            while j >= 0 and len(buckets[j]) < 2:
+                j -= 1
+            if j < 0:
+                raise ValueError("cannot fill %d shards" % num_shards)
+            buckets[i].append(buckets[j].pop())
+    return shards + buckets
+
+
+# ------------------------------------------------------------------------------------------- data
+def _data(rng, name, dtype, shape):
+    count = int(np.prod(shape)) if shape else 1
+    if dtype == "I32":
+        return rng.integers(-2**31, 2**31 - 1, size=count, dtype=np.int64).astype(np.int32).reshape(shape)
+    if dtype == "F32":
+        return (rng.standard_normal(count).astype(np.float32) * 0.01).reshape(shape)
+    # BF16: upper 16 bits of small float32 values
+    f = (rng.standard_normal(count).astype(np.float32) * 0.02)
+    return (f.view(np.uint32) >> 16).astype(np.uint16).reshape(shape)
+
+
+def _save(path, tensors, metadata):
+    """tensors: ordered list of (name, dtype, np.ndarray). Uses the safetensors library."""
+    try:
+        from safetensors import TensorSpec, serialize_file  # safetensors >= 0.7
+    except ImportError:
+        TensorSpec = None
+    if TensorSpec is not None:
+        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32"}
+        specs = {n: TensorSpec(dtype=names[d], shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
+                 for n, d, a in tensors}
+        serialize_file(specs, str(path), metadata=metadata)
+        return
+    try:
+        from safetensors import serialize_file  # older API: dicts with raw bytes
+        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32"}
+        serialize_file({n: {"dtype": names[d], "shape": list(a.shape), "data": a.tobytes()}
+                        for n, d, a in tensors}, str(path), metadata=metadata)
+    except ImportError:
+        raise SystemExit("the safetensors package is required (pip install safetensors)")
+
+
+# ------------------------------------------------------------------------------------------- files
+def config_json(layers, experts):
+    quant = {
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "quantization_status": "compressed",
+        "config_groups": {"group_0": {
+            "targets": ["Linear"], "input_activations": None, "output_activations": None,
+            "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                        "group_size": GROUP, "dynamic": False, "actorder": None, "observer": "minmax"}}},
+        "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"],
+        "kv_cache_scheme": None,
+    }
+    text = {
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2",
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": DENSE_INTER,
+        "moe_intermediate_size": MOE_INTER, "num_hidden_layers": layers, "num_nextn_predict_layers": 0,
+        "num_attention_heads": HEADS, "num_key_value_heads": HEADS, "n_shared_experts": 1,
+        "n_routed_experts": experts, "num_experts_per_tok": TOPK, "routed_scaling_factor": 2.827,
+        "kv_lora_rank": KV_LORA, "q_lora_rank": Q_LORA, "qk_rope_head_dim": QK_ROPE, "v_head_dim": V_HEAD,
+        "qk_nope_head_dim": QK_NOPE, "topk_method": "noaux_tc", "n_group": 1, "topk_group": 1,
+        "norm_topk_prob": True, "scoring_func": "sigmoid", "first_k_dense_replace": 1, "moe_layer_freq": 1,
+        "hidden_act": "silu", "max_position_embeddings": 262144, "rms_norm_eps": 1e-05,
+        "rope_theta": 50000.0,
+        "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0},
+        "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
+        "bos_token_id": 163584, "eos_token_id": 163585, "pad_token_id": 163839,
+        "torch_dtype": "bfloat16", "use_cache": True, "quantization_config": quant,
+    }
+    return {
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "auto_map": {
+            "AutoConfig": "configuration_kimi_k25.KimiK25Config",
+            "AutoModel": "modeling_kimi_k25.KimiK25ForConditionalGeneration",
+            "AutoModelForCausalLM": "modeling_kimi_k25.KimiK25ForConditionalGeneration",
+        },
+        "model_type": "kimi_k25",
+        "bos_token_id": 163584, "eos_token_id": 163585, "pad_token_id": 163839,
+        "media_placeholder_token_id": 163605, "ignore_index": -100,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "use_unified_vision_chunk": True, "video_placeholder": "<|kimi_k25_video_placeholder|>",
+        "text_config": text,
+        "vision_config": {"model_type": "kimi_k25_vision", "patch_size": 14, "init_pos_emb_height": 64,
+                          "init_pos_emb_width": 64, "init_pos_emb_time": 4, "pos_emb_type": "divided_fixed",
+                          "vt_num_attention_heads": 2, "vt_num_hidden_layers": VISION_LAYERS,
+                          "vt_hidden_size": VISION_HIDDEN, "vt_intermediate_size": 4 * VISION_HIDDEN,
+                          "merge_kernel_size": [2, 2], "mm_hidden_size": VISION_HIDDEN,
+                          "text_hidden_size": HIDDEN, "projector_hidden_act": "gelu"},
+        "transformers_version": "4.57.1",
+        "quantization_config": quant,
+    }
+
+
+def tokenizer_files():
+    special = {"163584": "[BOS]", "163585": "[EOS]", "163586": "<|im_end|>", "163601": "<|im_user|>",
+               "163587": "<|im_assistant|>", "163588": "<|im_system|>", "163595": "<|tool_calls_section_begin|>",
+               "163596": "<|tool_calls_section_end|>", "163597": "<|tool_call_begin|>",
+               "163598": "<|tool_call_argument_begin|>", "163599": "<|tool_call_end|>",
+               "163605": "<|media_pad|>", "163606": "<think>", "163607": "</think>", "163839": "[PAD]"}
+    tok_cfg = {
+        "added_tokens_decoder": {k: {"content": v, "lstrip": False, "normalized": False, "rstrip": False,
+                                     "single_word": False, "special": True} for k, v in special.items()},
+        "additional_special_tokens": ["<|im_end|>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>"],
+        "auto_map": {"AutoTokenizer": ["tokenization_kimi.TikTokenTokenizer", None]},
+        "bos_token": "[BOS]", "eos_token": "[EOS]", "pad_token": "[PAD]", "unk_token": "[UNK]",
+        "clean_up_tokenization_spaces": False, "model_max_length": 1000000000000000019884624838656,
+        "tokenizer_class": "TikTokenTokenizer",
+    }
+    import base64
+    tiktoken = "".join("%s %d\n" % (base64.b64encode(bytes([i])).decode(), i) for i in range(256))
+    tokenization = ('"""Sandbox placeholder for Kimi\'s tokenization_kimi.py (remote code).\n\n'
+                    'The real file wraps tiktoken.model; this stand-in only exists so that a file listing\n'
+                    'matches the real repository. Loading it is not supported."""\n\n\n'
+                    'class TikTokenTokenizer:  # pragma: no cover\n'
+                    '    def __init__(self, *args, **kwargs):\n'
+                    '        raise NotImplementedError("sandbox stand-in tokenizer")\n')
+    chat = ("{%- for message in messages -%}<|im_{{ message['role'] }}|>{{ message['role'] }}<|im_middle|>"
+            "{{ message['content'] }}<|im_end|>{%- endfor -%}"
+            "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}\n")
+    gen = {"bos_token_id": 163584, "eos_token_id": 163586, "max_length": 262144, "temperature": 1.0,
+           "top_p": 0.95, "transformers_version": "4.57.1"}
+    return {
+        "tokenizer_config.json": json.dumps(tok_cfg, indent=2) + "\n",
+        "tiktoken.model": tiktoken,
+        "tokenization_kimi.py": tokenization,
+        "chat_template.jinja": chat,
+        "generation_config.json": json.dumps(gen, indent=2) + "\n",
+    }
+
+
+def _sha256(path, bufsize=1 << 20):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(bufsize)
+            if not b:
+                break
+            h.update(b)
+    return h.hexdigest()
+
+
+def _recipe(num_shards, shard_bytes, name_format):
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(json.dumps([num_shards, shard_bytes, name_format]).encode())
+    return h.hexdigest()
+
+
+def _stamp_path(out_dir: Path):
+    return out_dir.parent / (".%s.stamp" % out_dir.name)
+
+
+def _stamp_ok(out_dir: Path, recipe):
+    sp = _stamp_path(out_dir)
+    try:
+        st = json.loads(sp.read_text())
+    except (OSError, ValueError):
+        return None
+    if st.get("recipe") != recipe:
+        return None
+    for name, size in st.get("files", {}).items():
+        p = out_dir / name
+        if not p.is_file() or p.stat().st_size != size:
+            return None
+    return st
+
+
+def make_checkpoint(out_dir, num_shards=64, shard_bytes=2 * 1024 * 1024, name_format=DEFAULT_NAME_FORMAT,
+                    force=False):
+    """Write the checkpoint; returns a summary dict (with "rebuilt": False when the stamp matched)."""
+    out_dir = Path(out_dir)
+    if num_shards < 1:
+        raise ValueError("num_shards must be >= 1")
+    recipe = _recipe(num_shards, shard_bytes, name_format)
+    if not force:
+        st = _stamp_ok(out_dir, recipe)
+        if st is not None:
+            st["rebuilt"] = False
+            return st
+    out_dir.mkdir(parents=True, exist_ok=True)
+    layers, experts = choose_shape(num_shards, shard_bytes)
+    spec, head_len = build_spec(layers, experts)
+    shards = partition(spec, head_len, num_shards)
+    rng = np.random.default_rng(SEED)
+    packed_shapes = {n[: -len(".weight_packed")]: shp for n, _d, shp in spec if n.endswith(".weight_packed")}
+    weight_map = {}
+    total_size = 0
+    files = {}
+    # remove shards from an earlier recipe with different names/counts
+    for old in out_dir.glob("*.safetensors"):
+        old.unlink()
+    for i, items in enumerate(shards, start=1):
+        fname = name_format.format(index=i, total=num_shards)
+        tensors = []
+        for name, dtype, shape in items:
+            if name.endswith(".weight_shape"):
+                # [out_features, in_features] of the unpacked int4 weight
+                out_f, packed_in = packed_shapes[name[: -len(".weight_shape")]]
+                arr = np.array([out_f, packed_in * 8], dtype=np.int32)
+            else:
+                arr = np.ascontiguousarray(_data(rng, name, dtype, shape))
+            tensors.append((name, dtype, arr))
+            weight_map[name] = fname
+            total_size += arr.nbytes
+        tmp = out_dir / (fname + ".partial")
+        _save(tmp, tensors, {"format": "pt"})
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_dir / fname)
+        files[fname] = (out_dir / fname).stat().st_size
+    index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
+    extra = {"model.safetensors.index.json": json.dumps(index, indent=2) + "\n",
+             "config.json": json.dumps(config_json(layers, experts), indent=2) + "\n"}
+    extra.update(tokenizer_files())
+    for name, text in extra.items():
+        (out_dir / name).write_text(text)
+        files[name] = (out_dir / name).stat().st_size
+    sums = "".join("%s  %s\n" % (_sha256(out_dir / n), n) for n in sorted(files))
+    (out_dir / "SHA256SUMS").write_text(sums)
+    files["SHA256SUMS"] = (out_dir / "SHA256SUMS").stat().st_size
+    summary = {"recipe": recipe, "dir": str(out_dir), "num_shards": num_shards, "layers": layers,
+               "experts": experts, "tensors": len(weight_map), "total_size": total_size, "files": files}
+    _stamp_path(out_dir).write_text(json.dumps(summary, indent=1) + "\n")
+    summary["rebuilt"] = True
+    return summary
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write a small real-format Kimi-K2.5-like checkpoint.")
+    ap.add_argument("out")
+    ap.add_argument("--shards", type=int, default=64)
+    ap.add_argument("--shard-mb", type=float, default=2.0)
+    ap.add_argument("--name-format", default=DEFAULT_NAME_FORMAT)
+    ap.add_argument("--force", action="store_true")
+    args = ap.parse_args(argv)
+    s = make_checkpoint(args.out, args.shards, int(args.shard_mb * 1024 * 1024), args.name_format, args.force)
+    print("%s: %d shards, %d tensors, total_size %d, layers %d, experts %d%s" % (
+        s["dir"], s["num_shards"], s["tensors"], s["total_size"], s["layers"], s["experts"],
+        "" if s["rebuilt"] else " (unchanged)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,502 @@
+"""Unit tests for the sandbox stand-ins in tests/sandbox (fake nvidia-smi, CUDA apt repo, checkpoint,
+FlashInfer source repo, artifact builder). Fast: everything is built in tmp dirs at small sizes."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+SANDBOX = Path(__file__).resolve().parents[1] / "sandbox"
+sys.path.insert(0, str(SANDBOX))
+
+import cuda_repo  # noqa: E402
+import fake_nvidia_smi  # noqa: E402
+import fake_sources  # noqa: E402
+
+SMI = SANDBOX / "fake_nvidia_smi.py"
+ALL_FIELDS = "index,name,uuid,compute_cap,memory.total,memory.used,driver_version,persistence_mode,pci.bus_id"
+
+
+# ============================================================================================ nvidia-smi
+def smi(*args, config=None, tmp_path=None):
+    env = dict(os.environ)
+    env.pop("FAKE_NVIDIA_SMI_CONFIG", None)
+    if config is not None:
+        path = tmp_path / "gpus.json"
+        path.write_text(json.dumps(config))
+        env["FAKE_NVIDIA_SMI_CONFIG"] = str(path)
+    elif Path("/etc/sandbox/gpus.json").exists():  # keep the built-in default on a node too
+        path = tmp_path / "default.json"
+        path.write_text("{}")
+        env["FAKE_NVIDIA_SMI_CONFIG"] = str(path)
+    p = subprocess.run([sys.executable, str(SMI), *args], env=env, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_smi_default_query_all_fields_nounits(tmp_path):
+    rc, out, err = smi("--query-gpu=" + ALL_FIELDS, "--format=csv,noheader,nounits", tmp_path=tmp_path)
+    assert rc == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 8
+    for i, line in enumerate(lines):
+        f = line.split(", ")
+        assert f[0] == str(i)
+        assert f[1] == "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+        assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", f[2])
+        assert f[3:8] == ["12.0", "97887", "0", "580.95.05", "Enabled"]
+        assert re.fullmatch(r"00000000:[0-9A-F]{2}:00\.0", f[8])
+    assert len({line.split(", ")[2] for line in lines}) == 8
+    # UUIDs are stable across calls
+    assert smi("--query-gpu=" + ALL_FIELDS, "--format=csv,noheader,nounits", tmp_path=tmp_path)[1] == out
+
+
+def test_smi_csv_header_and_units(tmp_path):
+    rc, out, _ = smi("--query-gpu=index,memory.total,memory.used,compute_cap", "--format=csv", tmp_path=tmp_path)
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0] == "index, memory.total [MiB], memory.used [MiB], compute_cap"
+    assert lines[1] == "0, 97887 MiB, 0 MiB, 12.0"
+    rc, out, _ = smi("--query-gpu=memory.total,name", "--format=csv,noheader", tmp_path=tmp_path)
+    assert out.splitlines()[0] == "97887 MiB, NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    rc, out, _ = smi("--query-gpu", "gpu_name,gpu_uuid", "--format", "csv,nounits", tmp_path=tmp_path)
+    assert rc == 0 and out.splitlines()[0] == "name, uuid"  # aliases, canonical header
+
+
+def test_smi_unknown_field(tmp_path):
+    rc, out, _ = smi("--query-gpu=index,bogus.field", "--format=csv", tmp_path=tmp_path)
+    assert rc == 2
+    assert out == 'Field "bogus.field" is not a valid field to query.\n\n'
+
+
+def test_smi_compute_apps(tmp_path):
+    rc, out, _ = smi("--query-compute-apps=pid,gpu_uuid,process_name,used_memory",
+                     "--format=csv,noheader,nounits", tmp_path=tmp_path)
+    assert (rc, out) == (0, "")
+    rc, out, _ = smi("--query-compute-apps=pid,used_memory", "--format=csv", tmp_path=tmp_path)
+    assert out == "pid, used_gpu_memory [MiB]\n"
+    cfg = {"compute_apps": [{"pid": 4242, "gpu_index": 3, "process_name": "sglang::scheduler_TP3",
+                             "used_memory_mib": 81000}]}
+    rc, out, _ = smi("--query-compute-apps=pid,gpu_uuid,process_name,used_memory",
+                     "--format=csv,noheader,nounits", config=cfg, tmp_path=tmp_path)
+    uuid3 = fake_nvidia_smi._stable_uuid(3)
+    assert out == "4242, %s, sglang::scheduler_TP3, 81000\n" % uuid3
+    rc, out, _ = smi("--query-gpu=index,memory.used", "--format=csv,noheader,nounits", config=cfg,
+                     tmp_path=tmp_path)
+    assert out.splitlines()[3] == "3, 81000"
+    rc, out, _ = smi(config=cfg, tmp_path=tmp_path)
+    assert "sglang::scheduler_TP3" in out and "81000MiB" in out
+
+
+def test_smi_list_version_table(tmp_path):
+    rc, out, _ = smi("-L", tmp_path=tmp_path)
+    assert rc == 0
+    assert re.fullmatch(r"(GPU \d: NVIDIA RTX PRO 6000 Blackwell Server Edition \(UUID: GPU-[0-9a-f-]{36}\)\n){8}",
+                        out)
+    rc, out, _ = smi("--version", tmp_path=tmp_path)
+    assert out.splitlines() == ["NVIDIA-SMI version  : 580.95.05", "NVML version        : 580.95",
+                                "DRIVER version      : 580.95.05", "CUDA Version        : 13.0"]
+    rc, out, _ = smi(tmp_path=tmp_path)
+    assert rc == 0
+    assert "Driver Version: 580.95.05" in out and "CUDA Version: 13.0" in out
+    assert "No running processes found" in out
+    assert {len(line) for line in out.splitlines()[1:] if line} == {91}
+
+
+def test_smi_overrides_count_cap_driver(tmp_path):
+    cfg = {"gpu_count": 7, "driver_version": "570.195.03", "gpu_defaults": {"compute_cap": "9.0",
+                                                                             "name": "NVIDIA H100 80GB HBM3"}}
+    rc, out, _ = smi("--query-gpu=index,name,compute_cap,driver_version", "--format=csv,noheader",
+                     config=cfg, tmp_path=tmp_path)
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == 7
+    assert lines[6] == "6, NVIDIA H100 80GB HBM3, 9.0, 570.195.03"
+    rc, out, _ = smi("--version", config=cfg, tmp_path=tmp_path)
+    assert "CUDA Version        : 12.8" in out  # derived from the 570 branch
+    cfg = {"gpus": [{}, {"compute_cap": "8.9", "persistence_mode": "Disabled"}]}
+    rc, out, _ = smi("--query-gpu=compute_cap,persistence_mode", "--format=csv,noheader", config=cfg,
+                     tmp_path=tmp_path)
+    assert out == "12.0, Enabled\n8.9, Disabled\n"
+
+
+def test_smi_literal_device_answers(tmp_path):
+    cfg = {"gpus": [{"compute_cap": "[N/A]", "memory_used_mib": "[N/A]", "persistence_mode": "[Not Supported]"}],
+           "compute_apps": [{"pid": 2201, "gpu_index": 0, "process_name": "[Not Found]", "used_memory_mib": "[N/A]"}]}
+    rc, out, _ = smi("--query-gpu=compute_cap,memory.total,memory.used,persistence_mode,memory.free",
+                     "--format=csv,noheader", config=cfg, tmp_path=tmp_path)
+    assert (rc, out) == (0, "[N/A], 97887 MiB, [N/A], [Not Supported], [N/A]\n")
+    rc, out, _ = smi("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader,nounits",
+                     config=cfg, tmp_path=tmp_path)
+    assert out == "2201, [Not Found], [N/A]\n"
+    assert smi(config=cfg, tmp_path=tmp_path)[0] == 0
+
+
+@pytest.mark.parametrize("failure,code,text", [
+    ("no_devices", 6, "No devices were found\n"),
+    ("nvml_error", 9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+                      "Make sure that the latest NVIDIA driver is installed and running.\n"),
+    ("driver_mismatch", 18, "Failed to initialize NVML: Driver/library version mismatch\n"
+                            "NVML library version: 580.95\n"),
+])
+def test_smi_failures(tmp_path, failure, code, text):
+    for args in ([], ["-L"], ["--query-gpu=index", "--format=csv,noheader"]):
+        rc, out, _ = smi(*args, config={"failure": failure}, tmp_path=tmp_path)
+        assert (rc, out) == (code, text)
+    rc, _, _ = smi("--query-gpu=index", "--format=csv", config={"gpus": []}, tmp_path=tmp_path)
+    assert rc == 6
+
+
+def test_smi_id_filter_and_bad_args(tmp_path):
+    rc, out, _ = smi("-i", "2", "--query-gpu=index", "--format=csv,noheader", tmp_path=tmp_path)
+    assert (rc, out) == (0, "2\n")
+    uuid5 = fake_nvidia_smi._stable_uuid(5)
+    rc, out, _ = smi("--id=%s,1" % uuid5, "--query-gpu=index", "--format=csv,noheader", tmp_path=tmp_path)
+    assert out == "5\n1\n"
+    assert smi("-i", "9", "-L", tmp_path=tmp_path)[:2] == (6, "No devices were found\n")
+    rc, out, _ = smi("--frobnicate", tmp_path=tmp_path)
+    assert rc == 2 and "Invalid combination of input arguments" in out
+    assert smi("--query-gpu=index", "--format=xml", tmp_path=tmp_path)[0] == 2
+    assert smi("--query-gpu=index", tmp_path=tmp_path)[0] == 2
+
+
+def test_smi_missing_config_and_persistence(tmp_path):
+    env = dict(os.environ, FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "nope.json"))
+    p = subprocess.run([sys.executable, str(SMI), "-L"], env=env, capture_output=True, text=True)
+    assert p.returncode == 255 and "nope.json" in p.stderr
+    cfg = {"gpu_count": 2, "gpu_defaults": {"persistence_mode": "Disabled"}}
+    rc, out, _ = smi("-pm", "1", config=cfg, tmp_path=tmp_path)
+    if os.geteuid() == 0:
+        assert rc == 0 and out.endswith("All done.\n")
+        saved = json.loads((tmp_path / "gpus.json").read_text())
+        assert [g["persistence_mode"] for g in saved["gpus"]] == ["Enabled", "Enabled"]
+    else:
+        assert rc == 4 and "Insufficient Permissions" in out
+
+
+def test_smi_script_runs_directly_with_shebang(tmp_path):
+    assert os.access(SMI, os.X_OK)
+    assert SMI.read_text().startswith("#!/usr/bin/python3\n")
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no /usr/bin/python3")
+    env = dict(os.environ, FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "c.json"))
+    (tmp_path / "c.json").write_text('{"gpu_count": 1}')
+    p = subprocess.run([str(SMI), "--query-gpu=count", "--format=csv,noheader"], env=env, capture_output=True,
+                       text=True)
+    assert (p.returncode, p.stdout) == (0, "1\n")
+
+
+# ============================================================================================ checkpoint
+def _header(path):
+    with open(path, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        return json.loads(fh.read(n))
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    pytest.importorskip("numpy")
+    pytest.importorskip("safetensors")
+    import checkpoint
+    d = tmp_path_factory.mktemp("ckpt") / "Kimi-K2.5"
+    summary = checkpoint.make_checkpoint(d, num_shards=16, shard_bytes=512 * 1024)
+    return d, summary
+
+
+def test_checkpoint_files_and_index(ckpt):
+    d, summary = ckpt
+    names = ["model-%05d-of-000016.safetensors" % i for i in range(1, 17)]
+    for n in names:
+        assert (d / n).is_file()
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"].values()) == set(names)
+    total = 0
+    seen = {}
+    for n in names:
+        h = _header(d / n)
+        assert h.pop("__metadata__") == {"format": "pt"}
+        for tname, info in h.items():
+            seen[tname] = n
+            total += info["data_offsets"][1] - info["data_offsets"][0]
+    assert seen == index["weight_map"]
+    assert index["metadata"]["total_size"] == total == summary["total_size"]
+    sizes = [(d / n).stat().st_size for n in names]
+    assert sizes[0] < sorted(sizes)[len(sizes) // 2]  # shard 1 is the small one
+
+
+def test_checkpoint_loads_with_safe_open(ckpt):
+    from safetensors import safe_open
+    d, _ = ckpt
+    index = json.loads((d / "model.safetensors.index.json").read_text())
+    wm = index["weight_map"]
+    name = "language_model.model.layers.1.mlp.experts.0.gate_proj.weight_packed"
+    with safe_open(str(d / wm[name]), framework="np") as f:
+        t = f.get_tensor(name)
+        assert str(t.dtype) == "int32" and t.ndim == 2
+    shape_name = name.replace("weight_packed", "weight_shape")
+    with safe_open(str(d / wm[shape_name]), framework="np") as f:
+        assert f.get_tensor(shape_name).tolist() == [t.shape[0], t.shape[1] * 8]
+    scale = name.replace("weight_packed", "weight_scale")
+    with safe_open(str(d / wm[scale]), framework="np") as f:
+        assert f.get_slice(scale).get_dtype() == "BF16"
+    for key in ("language_model.model.embed_tokens.weight", "language_model.lm_head.weight",
+                "language_model.model.layers.0.self_attn.kv_a_proj_with_mqa.weight"):
+        assert key in wm
+
+
+def test_checkpoint_config_and_tokenizer(ckpt):
+    d, summary = ckpt
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["architectures"] == ["KimiK25ForConditionalGeneration"] and cfg["model_type"] == "kimi_k25"
+    wm = json.loads((d / "model.safetensors.index.json").read_text())["weight_map"]
+    layers = {int(m.group(1)) for k in wm for m in [re.match(r"language_model\.model\.layers\.(\d+)\.", k)] if m}
+    experts = {int(m.group(1)) for k in wm for m in [re.match(r".*layers\.1\.mlp\.experts\.(\d+)\.", k)] if m}
+    tc = cfg["text_config"]
+    assert tc["num_hidden_layers"] == len(layers) == max(layers) + 1
+    assert tc["n_routed_experts"] == len(experts) >= tc["num_experts_per_tok"]
+    assert json.loads((d / "tokenizer_config.json").read_text())["tokenizer_class"]
+    assert (d / "tiktoken.model").stat().st_size > 0
+    sums = dict(reversed(line.split("  ", 1)) for line in (d / "SHA256SUMS").read_text().splitlines())
+    assert set(sums) >= {"config.json", "model.safetensors.index.json", "model-00001-of-000016.safetensors"}
+    for fname, digest in sums.items():
+        assert hashlib.sha256((d / fname).read_bytes()).hexdigest() == digest
+
+
+def test_checkpoint_deterministic_and_idempotent(ckpt, tmp_path):
+    import checkpoint
+    d, summary = ckpt
+    other = tmp_path / "Kimi-K2.5"
+    checkpoint.make_checkpoint(other, num_shards=16, shard_bytes=512 * 1024)
+    assert (other / "SHA256SUMS").read_text() == (d / "SHA256SUMS").read_text()
+    mtime = (other / "model-00002-of-000016.safetensors").stat().st_mtime_ns
+    again = checkpoint.make_checkpoint(other, num_shards=16, shard_bytes=512 * 1024)
+    assert again["rebuilt"] is False
+    assert (other / "model-00002-of-000016.safetensors").stat().st_mtime_ns == mtime
+    (other / "model-00002-of-000016.safetensors").write_bytes(b"truncated")
+    assert checkpoint.make_checkpoint(other, num_shards=16, shard_bytes=512 * 1024)["rebuilt"] is True
+    assert (other / "SHA256SUMS").read_text() == (d / "SHA256SUMS").read_text()
+
+
+# ============================================================================================ apt repo
+needs_apt_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gpg", "gpgv")),
+    reason="dpkg-deb, apt-ftparchive, gpg and gpgv are needed")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    if not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gpg", "gpgv")):
+        pytest.skip("dpkg-deb, apt-ftparchive, gpg and gpgv are needed")
+    out = tmp_path_factory.mktemp("artifacts")
+    info = cuda_repo.build_cuda_repo(out)
+    return out, info
+
+
+@needs_apt_tools
+def test_repo_packages_index(repo):
+    _, info = repo
+    r = Path(info["repo"])
+    text = (r / "Packages").read_text()
+    stanzas = [dict(line.split(": ", 1) for line in s.splitlines() if ": " in line and not line.startswith(" "))
+               for s in text.strip().split("\n\n")]
+    tk = [s for s in stanzas if s["Package"] == "cuda-toolkit-13-0"]
+    assert sorted(s["Version"] for s in tk) == ["13.0.0-1", "13.0.2-1"]
+    assert all(s["Architecture"] == "amd64" and s["Filename"].startswith("./") for s in tk)
+    assert "cuda-nvcc-13-0 (>= 13.0.88)" in next(s for s in tk if s["Version"] == "13.0.2-1")["Depends"]
+    assert (r / "cuda-keyring_1.1-1_all.deb").is_file() and (r / "3bf863cc.pub").is_file()
+    release = (r / "Release").read_text()
+    for name in ("Packages", "Packages.gz"):
+        digest = hashlib.sha256((r / name).read_bytes()).hexdigest()
+        assert re.search(r"^ %s +%d %s$" % (digest, (r / name).stat().st_size, re.escape(name)), release, re.M)
+
+
+@needs_apt_tools
+def test_repo_signatures_verify(repo, tmp_path):
+    _, info = repo
+    r = Path(info["repo"])
+    kr = info["keyring"]
+    assert subprocess.run(["gpgv", "--keyring", kr, str(r / "InRelease")], capture_output=True).returncode == 0
+    assert subprocess.run(["gpgv", "--keyring", kr, str(r / "Release.gpg"), str(r / "Release")],
+                          capture_output=True).returncode == 0
+    bad = tmp_path / "Release"
+    bad.write_text((r / "Release").read_text().replace("NVIDIA CUDA", "EVIL CUDA"))
+    assert subprocess.run(["gpgv", "--keyring", kr, str(r / "Release.gpg"), str(bad)],
+                          capture_output=True).returncode != 0
+
+
+@needs_apt_tools
+def test_repo_keyring_deb_and_nvcc(repo, tmp_path):
+    _, info = repo
+    r = Path(info["repo"])
+    root = tmp_path / "root"
+    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-keyring_1.1-1_all.deb"), str(root)], check=True)
+    assert (root / "usr/share/keyrings/cuda-archive-keyring.gpg").read_bytes() == Path(info["keyring"]).read_bytes()
+    assert (root / "etc/apt/sources.list.d/cuda-debian12-x86_64.list").read_text() == (
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
+        "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n")
+    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-nvcc-13-0_13.0.88-1_amd64.deb"), str(root)], check=True)
+    out = subprocess.run([str(root / "usr/local/cuda-13.0/bin/nvcc"), "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n" in out
+    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-cudart-13-0_13.0.96-1_amd64.deb"), str(root)], check=True)
+    lib = root / "usr/local/cuda-13.0/lib64/libcudart.so.13"
+    assert os.readlink(root / "usr/local/cuda-13.0/lib64") == "targets/x86_64-linux/lib"
+    assert lib.read_bytes()[:4] == b"\x7fELF"
+    post = subprocess.run(["dpkg-deb", "-I", str(r / "cuda-toolkit-13-0-config-common_13.0.96-1_all.deb"),
+                           "postinst"], capture_output=True, text=True, check=True).stdout
+    assert "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130" in post
+
+
+@needs_apt_tools
+def test_repo_idempotent_key_stable(repo):
+    out, info = repo
+    again = cuda_repo.build_cuda_repo(out)
+    assert again["rebuilt"] is False and again["fingerprint"] == info["fingerprint"]
+    forced = cuda_repo.build_cuda_repo(out, force=True)
+    assert forced["rebuilt"] is True and forced["fingerprint"] == info["fingerprint"]
+
+
+@needs_apt_tools
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
+def test_repo_apt_get_update_and_simulate(repo, tmp_path):
+    _, info = repo
+    d = tmp_path / "apt"
+    for sub in ("etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial"):
+        (d / sub).mkdir(parents=True)
+    (d / "state/status").write_text("")
+    (d / "etc/sources.list").write_text("deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
+    opts = []
+    for k, v in (("Dir::Etc::sourcelist", d / "etc/sources.list"), ("Dir::Etc::sourceparts", d / "etc/sources.list.d"),
+                 ("Dir::Etc::preferencesparts", d / "etc/preferences.d"), ("Dir::State", d / "state"),
+                 ("Dir::State::status", d / "state/status"), ("Dir::Cache", d / "cache"),
+                 ("Debug::NoLocking", "1"), ("APT::Architecture", "amd64")):
+        opts += ["-o", "%s=%s" % (k, v)]
+    upd = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
+    assert upd.returncode == 0 and "not signed" not in upd.stderr, upd.stderr
+    sim = subprocess.run(["apt-get", *opts, "--simulate", "install", "cuda-toolkit-13-0=13.0.0-1"],
+                         capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stderr
+    assert "Inst cuda-toolkit-13-0 (13.0.0-1" in sim.stdout and "Inst cuda-nvcc-13-0 (13.0.88-1" in sim.stdout
+
+
+# ============================================================================================ flashinfer
+@pytest.fixture(scope="module")
+def fi_repo(tmp_path_factory):
+    if not shutil.which("git"):
+        pytest.skip("git needed")
+    g = tmp_path_factory.mktemp("git") / "flashinfer.git"
+    sha = fake_sources.build_flashinfer_repo(g)
+    return g, sha
+
+
+def _fake_cuda(root: Path, toolkit="13.0.2"):
+    nvcc = root / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(cuda_repo.nvcc_script(toolkit, cuda_repo.RELEASES[toolkit]))
+    nvcc.chmod(0o755)
+    return root
+
+
+def _build_wheel(checkout: Path, dest: Path, env_extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST")}
+    env["PATH"] = "/usr/bin:/bin"
+    env.update(env_extra)
+    code = "import build_backend, sys; print(build_backend.build_wheel(sys.argv[1]))"
+    return subprocess.run([sys.executable, "-c", code, str(dest)], cwd=checkout, env=env, capture_output=True,
+                          text=True)
+
+
+def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
+    g, sha = fi_repo
+    tags = subprocess.run(["git", "ls-remote", "--tags", str(g)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"^%s\trefs/tags/v0\.7\.2\^\{\}$" % sha, tags, re.M)
+    main = subprocess.run(["git", "--git-dir", str(g), "rev-parse", "main"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert main != sha  # main moved past the release
+    assert fake_sources.build_flashinfer_repo(tmp_path / "again.git") == sha
+    assert fake_sources.build_flashinfer_repo(g) == sha  # no-op
+
+
+def test_flashinfer_build_records_env_and_needs_nvcc(fi_repo, tmp_path):
+    g, sha = fi_repo
+    co = tmp_path / "src"
+    subprocess.run(["git", "clone", "-q", str(g), str(co)], check=True)
+    subprocess.run(["git", "-C", str(co), "-c", "advice.detachedHead=false", "checkout", "-q", "v0.7.2"], check=True)
+    assert '__version__ = "0.7.2"' in (co / "flashinfer/_version.py").read_text()
+    (tmp_path / "w").mkdir()
+    bad = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")})
+    assert bad.returncode != 0 and "nvcc not found" in bad.stderr
+    cuda = _fake_cuda(tmp_path / "cuda-13.0")
+    comma = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"})
+    assert comma.returncode != 0 and "space-separated" in comma.stderr
+    env = {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
+           "MAX_JOBS": "3", "FLASHINFER_NVCC_THREADS": "2"}
+    ok = _build_wheel(co, tmp_path / "w", env)
+    assert ok.returncode == 0, ok.stderr
+    whl = tmp_path / "w" / ok.stdout.strip()
+    with zipfile.ZipFile(whl) as zf:
+        info = json.loads(zf.read("flashinfer/_build_info.json"))
+        assert "flashinfer_python-0.7.2.dist-info/RECORD" in zf.namelist()
+    assert info["env"] == env
+    assert info["compiled_archs"] == ["sm_120f"] and info["cuda_version"] == "13.0"
+
+
+def test_flashinfer_family_arch_needs_cuda_12_9(fi_repo, tmp_path):
+    g, _ = fi_repo
+    co = tmp_path / "src"
+    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True,
+                   capture_output=True)
+    cuda = tmp_path / "cuda-12.8"
+    (cuda / "bin").mkdir(parents=True)
+    (cuda / "bin/nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
+    (cuda / "bin/nvcc").chmod(0o755)
+    (tmp_path / "w").mkdir()
+    r = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f"})
+    assert r.returncode != 0 and "needs CUDA >= 12.9" in r.stderr
+    assert _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0a"}
+                        ).returncode == 0
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system python3 with venv")
+def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path):
+    g, _ = fi_repo
+    venv = tmp_path / "venv"
+    if subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], capture_output=True).returncode != 0:
+        pytest.skip("python3 -m venv unavailable")
+    co = tmp_path / "src"
+    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True, capture_output=True)
+    cuda = _fake_cuda(tmp_path / "cuda")
+    env = dict(os.environ, CUDA_HOME=str(cuda), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("PIP_FIND_LINKS", None)
+    p = subprocess.run([str(venv / "bin/pip"), "install", "--no-build-isolation", "--no-index", str(co)],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    q = subprocess.run([str(venv / "bin/python"), "-c",
+                        "import flashinfer; print(flashinfer.__version__, flashinfer.get_cuda_arch_list())"],
+                       capture_output=True, text=True, check=True)
+    assert q.stdout.strip() == "0.7.2 ['sm_120f']"
+
+
+# ============================================================================================ builder
+@needs_apt_tools
+def test_build_all_small_and_noop(tmp_path):
+    pytest.importorskip("safetensors")
+    import build_artifacts
+    out = tmp_path / "artifacts"
+    m = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
+    assert (out / "bin/nvidia-smi").read_bytes() == SMI.read_bytes() and os.access(out / "bin/nvidia-smi", os.X_OK)
+    gpus = json.loads((out / "gpus.json").read_text())
+    assert len(gpus["gpus"]) == 8 and gpus["driver_version"] == "580.95.05" and gpus["failure"] is None
+    assert m["artifacts"]["cuda_repo"]["url"] == "file:///srv/sandbox/cuda-repo/debian12/x86_64/"
+    assert m["artifacts"]["model"]["path"] == "/srv/sandbox/models/Kimi-K2.5"
+    assert (out / "models/Kimi-K2.5/model-00008-of-000008.safetensors").is_file()
+    assert (out / "git/flashinfer.git").is_dir()
+    m2 = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
+    assert all("rebuilt)" not in line and "written)" not in line for line in m2["summary"])
+    assert m2["artifacts"] == m["artifacts"]
