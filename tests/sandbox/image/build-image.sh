@@ -149,11 +149,14 @@ rm -rf "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/*.log "$rootfs"/tmp/* "$r
 echo "$hash" >"$rootfs/etc/sglang-sandbox-image"
 
 log "importing rootfs ($(du -sh --one-file-system "$rootfs" | cut -f1)) ..."
-tar --numeric-owner --xattrs -C "$rootfs" -c . | podman import \
+tar --numeric-owner --xattrs -C "$rootfs" -c . | podman import --quiet \
   --change 'CMD ["/sbin/init"]' \
   --change 'STOPSIGNAL SIGRTMIN+3' \
   --change "LABEL io.sglang-ansible.sandbox-image=$hash" \
   - "$ref" >/dev/null
 podman tag "$ref" "$current"
+# Drop images of older recipes (kept when a container still uses one).
+podman images --noheading --format '{{.Repository}}:{{.Tag}}' --filter "reference=$name" \
+  | grep -vxF -e "$ref" -e "$current" | xargs -r podman rmi >/dev/null 2>&1 || true
 log "built $ref (+ $current) in $(( $(date +%s) - start )) s"
 echo "$ref"

@@ -1,0 +1,83 @@
+"""Whole-site state after `deploy.yml` converged on a sandbox GPU node (issue 2 acceptance)."""
+
+import json
+import os
+
+import testinfra.utils.ansible_runner
+
+testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
+    os.environ["MOLECULE_INVENTORY_FILE"]
+).get_hosts("gpu_nodes")
+
+UNIT = "sglang-kimi.service"
+
+
+def test_unit_is_enabled_and_active(host):
+    svc = host.service(UNIT)
+    assert svc.is_enabled
+    assert host.run(f"systemctl is-active {UNIT}").stdout.strip() == "active"
+
+
+def test_health_is_200_from_inside_the_node(host):
+    probe = host.run(
+        "python3 -c 'import urllib.request,sys;"
+        "print(urllib.request.urlopen(\"http://127.0.0.1:30000/health\", timeout=10).status)'"
+    )
+    assert probe.rc == 0, probe.stderr
+    assert probe.stdout.strip() == "200"
+
+
+def test_nvcc_reports_cuda_13_0_and_lib64_is_on_the_paths(host):
+    out = host.run("/usr/local/cuda-13.0/bin/nvcc --version").stdout
+    assert "release 13.0," in out
+    profile = host.file("/etc/profile.d/cuda.sh").content_string
+    assert "/usr/local/cuda-13.0/lib64" in profile
+    assert "/usr/local/cuda-13.0/lib:" not in profile and not profile.rstrip().endswith("/lib")
+    assert host.file("/etc/ld.so.conf.d/cuda-13.0.conf").content_string.strip() == "/usr/local/cuda-13.0/lib64"
+    login_path = host.run("bash -lc 'command -v nvcc'").stdout.strip()
+    assert login_path == "/usr/local/cuda-13.0/bin/nvcc"
+
+
+def test_current_release_is_complete(host):
+    current = host.file("/opt/sglang/current")
+    assert current.is_symlink
+    target = current.linked_to
+    assert target.startswith("/opt/sglang/releases/")
+    release = json.loads(host.file(f"{target}/release.json").content_string)
+    assert release["fingerprint"] == os.path.basename(target)
+    assert release["probe"]["sglang"] == "0.5.23"
+    assert release["probe"]["flashinfer"].startswith("0.7.2")
+
+
+def test_64_shards_are_staged_and_current(host):
+    current = host.file("/srv/models/Kimi-K2.5/current")
+    assert current.is_symlink and not current.linked_to.endswith(".partial")
+    index = json.loads(host.file(f"{current.linked_to}/model.safetensors.index.json").content_string)
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) == 64
+    staged = host.run(f"ls {current.linked_to} | grep -c '\\.safetensors$'").stdout.strip()
+    assert staged == "64"
+    manifest = json.loads(host.file(f"{current.linked_to}/.manifest.json").content_string)
+    assert set(shards) <= set(manifest["files"])
+
+
+def test_execstart_runs_exactly_the_rendered_argv(host):
+    """Round trip through systemd's own command-line parser: the running process's argv."""
+    expected = json.loads(host.file("/etc/sglang/kimi.argv.json").content_string)
+    pid = host.run(f"systemctl show -p MainPID --value {UNIT}").stdout.strip()
+    cmdline = host.file(f"/proc/{pid}/cmdline").content.split(b"\0")[:-1]
+    assert [c.decode() for c in cmdline] == expected
+    for flag in ["--tp-size", "--trust-remote-code", "--tool-call-parser", "--reasoning-parser",
+                 "--enable-hierarchical-cache"]:
+        assert flag in expected
+    assert expected[expected.index("--tool-call-parser") + 1] == "kimi_k2"
+
+
+def test_env_file_is_root_only(host):
+    env = host.file("/etc/sglang/kimi.env")
+    assert env.user == "root" and env.group == "root" and env.mode == 0o600
+
+
+def test_schedulers_run_one_per_tp_rank(host):
+    titles = host.run("ps -eo args= | grep -c '^sglang::scheduler_TP'").stdout.strip()
+    assert titles == "8"

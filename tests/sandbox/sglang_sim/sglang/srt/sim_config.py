@@ -1,0 +1,79 @@
+"""Simulator knobs: environment variables, or a JSON file (env wins).
+
+The JSON file is ``$SGLANG_SIM_CONFIG`` or, when that is unset, ``/etc/sglang-sim/config.json`` if
+it exists; ``SGLANG_SIM_CONFIG=""`` means no file. Its keys are the variable names, e.g. ``{"SGLANG_SIM_FAULT": "crash_at_shard:3"}``.
+"""
+import json
+import os
+
+DEFAULT_CONFIG_PATH = "/etc/sglang-sim/config.json"
+
+DEFAULTS = {
+    "SGLANG_SIM_FAULT": "",
+    "SGLANG_SIM_SHARD_DELAY_S": "0.01",
+    "SGLANG_SIM_CAPTURE_S": "0.5",
+    "SGLANG_SIM_WARMUP_S": "0.5",
+    # Real /health does a 1-token generation and polls for it after asyncio.sleep(1): >= 1 s.
+    "SGLANG_SIM_HEALTH_LATENCY_S": "1.0",
+    "SGLANG_SIM_REQUEST_S": "0.05",
+    # 0.5.23's parent polls each scheduler pipe with poll(timeout=5.0) before checking liveness.
+    "SGLANG_SIM_READY_POLL_S": "5.0",
+    # 0.5.23's sigterm_watchdog checks every 5 s.
+    "SGLANG_SIM_DRAIN_POLL_S": "5.0",
+    "SGLANG_SIM_FAULT_DELAY_S": "1.0",
+    "SGLANG_SIM_PROGRESS_FORMAT": "",  # "" (0.5.23) or "legacy" (0.5.8/0.5.9 one line per shard)
+    "SGLANG_SIM_SAFETENSORS_STYLE": "",  # "" (safetensors >= 0.6 messages) or "legacy"
+    "SGLANG_SIM_GPU_MEM_GB": "94.97",  # RTX PRO 6000 Blackwell as torch reports it
+    "SGLANG_HEALTH_CHECK_TIMEOUT": "20",
+    "SGLANG_LOG_MS": "",
+}
+
+_cache = None
+
+
+def _file_values():
+    path = os.environ.get("SGLANG_SIM_CONFIG")
+    if path is None and os.path.exists(DEFAULT_CONFIG_PATH):
+        path = DEFAULT_CONFIG_PATH
+    if not path:
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def get(name):
+    global _cache
+    if name in os.environ:
+        return os.environ[name]
+    if _cache is None:
+        _cache = _file_values()
+    if name in _cache:
+        return _cache[name]
+    return DEFAULTS.get(name, "")
+
+
+def get_float(name):
+    return float(get(name))
+
+
+def fault():
+    """Return (kind, arg, rest) of SGLANG_SIM_FAULT, e.g. ("crash_at_shard", "3", "")."""
+    raw = get("SGLANG_SIM_FAULT").strip()
+    if not raw:
+        return ("", "", "")
+    parts = raw.split(":")
+    kind = parts[0]
+    arg = parts[1] if len(parts) > 1 else ""
+    rest = ":".join(parts[2:])
+    return (kind, arg, rest)
+
+
+def export_env():
+    """Environment for children: file values made explicit so every process agrees."""
+    env = dict(os.environ)
+    for key in set(DEFAULTS) | set(_cache or {}):
+        env.setdefault(key, get(key))
+    return env

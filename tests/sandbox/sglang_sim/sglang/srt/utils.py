@@ -1,0 +1,96 @@
+"""Process plumbing shared by the simulator's processes (stdlib only)."""
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import sys
+
+from sglang.srt import sim_config
+
+logger = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+_libc = None
+
+
+def _prctl(option, arg):
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc.prctl(option, arg, 0, 0, 0)
+
+
+def set_comm(title):
+    """prctl(PR_SET_NAME): /proc/PID/comm (15 bytes), as setproctitle also does."""
+    try:
+        _prctl(PR_SET_NAME, ctypes.c_char_p(title.encode()[:15]))
+    except Exception:  # pragma: no cover - non-Linux
+        pass
+
+
+def kill_itself_when_parent_died():
+    """prctl(PR_SET_PDEATHSIG, SIGKILL) like upstream: the kernel kills us when the parent dies."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except Exception:  # pragma: no cover
+        pass
+
+
+def configure_logger(prefix=""):
+    maybe_ms = ".%(msecs)03d" if sim_config.get("SGLANG_LOG_MS") not in ("", "0", "false", "False") else ""
+    logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s{maybe_ms}{prefix}] %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr, force=True)
+
+
+def get_exception_traceback():
+    import traceback
+    return "".join(traceback.format_exception(*sys.exc_info()))
+
+
+def _children(pid):
+    """All descendants of pid, from /proc (psutil is not available on the node)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in parents.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_process_tree(parent_pid, include_parent=True):
+    """Upstream semantics: SIGKILL every descendant; with include_parent and parent == self,
+    SIGKILL ourselves (so systemd sees status=9/KILL, not an exit code)."""
+    logger.info(f"kill_process_tree called: parent_pid={parent_pid}, "
+                f"include_parent={include_parent}, pid={os.getpid()}")
+    for child in _children(parent_pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if include_parent:
+        for h in logging.getLogger().handlers:
+            try:
+                h.flush()
+            except Exception:
+                pass
+        sys.stderr.flush()
+        os.kill(parent_pid, signal.SIGKILL)
+        if parent_pid == os.getpid():
+            sys.exit(0)  # not reached: SIGKILL is delivered first
+
+
+def gib(nbytes):
+    return nbytes / (1 << 30)

@@ -1,0 +1,396 @@
+"""The SGLang 0.5.23 simulator (tests/sandbox/sglang_sim) behaves like the real server from outside.
+
+Every server runs on a free 127.0.0.1 port in its own session; every wait is bounded.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM = ROOT / "tests" / "sandbox" / "sglang_sim"
+SNAPSHOT = ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json"
+FAST = {"SGLANG_SIM_SHARD_DELAY_S": "0.02", "SGLANG_SIM_CAPTURE_S": "0.1", "SGLANG_SIM_WARMUP_S": "0.1",
+        "SGLANG_SIM_HEALTH_LATENCY_S": "0.05", "SGLANG_SIM_READY_POLL_S": "0.3",
+        "SGLANG_SIM_DRAIN_POLL_S": "0.2", "SGLANG_SIM_FAULT_DELAY_S": "0.3"}
+TOOLS = [{"type": "function", "function": {"name": "get-weather", "parameters": {
+             "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+         {"type": "function", "function": {"name": "search_docs", "parameters": {
+             "type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}}}}}]
+
+
+@pytest.fixture(scope="module")
+def pkg(tmp_path_factory):
+    """The simulator package with the CLI snapshot inside, as build_repo lays it out."""
+    d = tmp_path_factory.mktemp("simpkg")
+    shutil.copytree(SIM / "sglang", d / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(SNAPSHOT, d / "sglang" / "cli_snapshot.json")
+    return d
+
+
+def make_checkpoint(path, shards=6):
+    path.mkdir(parents=True, exist_ok=True)
+    weight_map, total = {}, 0
+    for i in range(1, shards + 1):
+        name = f"model-{i:05d}-of-{64:06d}.safetensors"  # Kimi-K2.5 naming; fewer shards for speed
+        tensors = {f"model.layers.{i}.mlp.weight": np.full((16, 16), i, dtype=np.float32),
+                   f"model.layers.{i}.attn.weight": np.zeros((4, 8), dtype=np.float32)}
+        save_file(tensors, str(path / name))
+        for k, v in tensors.items():
+            weight_map[k] = name
+            total += v.nbytes
+    (path / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (path / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                                  "model_type": "kimi_k25", "max_position_embeddings": 262144}))
+    return path
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    return make_checkpoint(tmp_path / "Kimi-K2.5")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Sim:
+    def __init__(self, pkg, tmp, args, env=None):
+        self.port = free_port()
+        self.out_path, self.err_path = tmp / f"sim-{self.port}.out", tmp / f"sim-{self.port}.err"
+        full_env = dict(os.environ, PYTHONPATH=str(pkg), SGLANG_SIM_CONFIG="", **FAST)
+        full_env.pop("SGLANG_SIM_FAULT", None)
+        full_env.update(env or {})
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", *args, "--host", "127.0.0.1", "--port", str(self.port)],
+                stdout=out, stderr=err, env=full_env, start_new_session=True, cwd=str(tmp))
+        self.pgid = self.proc.pid
+
+    @property
+    def log(self):
+        # bytes, not read_text(): universal newlines would turn tqdm's \r into \n
+        return (self.err_path.read_bytes() + self.out_path.read_bytes()).decode(errors="replace")
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path, timeout=5):
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=timeout) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+        except (ConnectionRefusedError, urllib.error.URLError) as e:
+            return None, str(e).encode()
+
+    def post(self, path, body, timeout=10):
+        req = urllib.request.Request(self.url(path), data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read()
+
+    def wait_for(self, pred, timeout, what):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if pred():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; log tail:\n{self.log[-3000:]}")
+
+    def wait_ready(self, timeout=15):
+        self.wait_for(lambda: "The server is fired up and ready to roll!" in self.log, timeout, "ready line")
+
+    def wait_exit(self, timeout=15):
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"simulator still running after {timeout}s; log tail:\n{self.log[-3000:]}")
+
+    def children(self):
+        out = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    if int(stat[stat.rindex(")") + 2:].split()[1]) == self.proc.pid:
+                        out.append((int(entry), Path(f"/proc/{entry}/cmdline").read_bytes()))
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def stop(self):
+        try:
+            os.killpg(self.pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+@pytest.fixture
+def start(pkg, tmp_path):
+    sims = []
+
+    def _start(args, env=None):
+        sims.append(Sim(pkg, tmp_path, args, env))
+        return sims[-1]
+    yield _start
+    for s in sims:
+        s.stop()
+
+
+def run_cli(pkg, args):
+    env = dict(os.environ, PYTHONPATH=str(pkg))
+    return subprocess.run([sys.executable, "-m", "sglang.launch_server", *args], env=env, capture_output=True,
+                          text=True, timeout=30)
+
+
+def sse_events(raw):
+    lines = [l for l in raw.decode().split("\n") if l.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    return [json.loads(l[6:]) for l in lines[:-1]]
+
+
+# ---- parser --------------------------------------------------------------------------------------
+
+def test_snapshot_is_the_real_0_5_23_parser():
+    snap = json.loads(SNAPSHOT.read_text())
+    opts = {o: a for a in snap["actions"] for o in a["option_strings"]}
+    assert snap["sglang_version"] == "0.5.23" and snap["allow_abbrev"] is True
+    assert len(snap["actions"]) > 500
+    assert "kimi_k2" in opts["--tool-call-parser"]["choices"] and "kimi" not in opts["--tool-call-parser"]["choices"]
+    assert {"kimi", "kimi_k2"} <= set(opts["--reasoning-parser"]["choices"])
+    assert "--cuda-graph-max-bs" not in opts and "--cuda-graph-max-bs-decode" in opts
+
+
+def test_kimi_is_not_a_tool_call_parser_and_kimi_k2_is(pkg, tmp_path):
+    bad = run_cli(pkg, ["--model-path", str(tmp_path), "--tool-call-parser", "kimi"])
+    assert bad.returncode == 2
+    assert "sglang serve: error: argument --tool-call-parser: invalid choice: 'kimi' (choose from" in bad.stderr
+    from_parser = subprocess.run(
+        [sys.executable, "-c", "import sys; from sglang.srt.server_args import prepare_server_args as p; "
+         "a = p(sys.argv[1:]); print(a.tool_call_parser, a.reasoning_parser, a.tp_size)",
+         "--model-path", "m", "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi", "--tp", "8"],
+        env=dict(os.environ, PYTHONPATH=str(pkg)), capture_output=True, text=True, timeout=30)
+    assert from_parser.returncode == 0, from_parser.stderr[-2000:]
+    assert from_parser.stdout.split() == ["kimi_k2", "kimi", "8"]
+
+
+def test_removed_and_unknown_options_exit_2(pkg, tmp_path):
+    amb = run_cli(pkg, ["--model-path", str(tmp_path), "--cuda-graph-max-bs", "16"])
+    assert amb.returncode == 2
+    assert ("ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, "
+            "--cuda-graph-max-bs-prefill") in amb.stderr
+    unk = run_cli(pkg, ["--model-path", str(tmp_path), "--no-such-flag"])
+    assert unk.returncode == 2 and "error: unrecognized arguments: --no-such-flag" in unk.stderr
+    missing = run_cli(pkg, [])
+    assert missing.returncode == 2 and "the following arguments are required: --model-path" in missing.stderr
+
+
+# ---- the happy path, TP 8 ------------------------------------------------------------------------
+
+def test_tp8_startup_http_surface_tools_and_drain(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "8", "--trust-remote-code", "--tool-call-parser", "kimi_k2",
+                 "--reasoning-parser", "kimi_k2", "--served-model-name", "kimi-k2.5", "--enable-metrics"],
+                env={"SGLANG_SIM_SHARD_DELAY_S": "0.3", "SGLANG_SIM_WARMUP_S": "2.0", "SGLANG_SIM_REQUEST_S": "1.5"})
+    sim.wait_for(lambda: len(sim.children()) == 9, 10, "8 scheduler processes and a detokenizer")
+    titles = sorted(c[1] for c in sim.children())
+    assert titles == sorted([f"sglang::scheduler_TP{r}\0".encode() for r in range(8)] + [b"sglang::detokenizer\0"])
+    sim.wait_for(lambda: "Multi-thread loading shards:" in sim.log, 10, "loading progress")
+    assert sim.get("/health")[0] is None, "port must not listen while weights load"
+
+    # port open, warmup running: /v1/models says 200 while /health says 503
+    sim.wait_for(lambda: sim.get("/v1/models")[0] == 200, 15, "/v1/models 200")
+    assert "The server is fired up" not in sim.log
+    assert sim.get("/health")[0] == 503 and sim.get("/health_generate")[0] == 503
+    models = json.loads(sim.get("/v1/models")[1])
+    assert models["data"][0]["id"] == "kimi-k2.5"
+
+    sim.wait_ready()
+    assert sim.get("/health")[0] == 200
+    log = sim.log
+    assert re.search(r"Multi-thread loading shards: 100% Completed \| 6/6 \[\d\d:\d\d<00:00, +\d+\.\d\d(it/s|s/it)\]", log)
+    assert "\rMulti-thread loading shards:" in log
+    assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] KV Cache is allocated\.", log)
+    assert log.index("Capture target decode CUDA graph begin") < log.index("Capture target decode CUDA graph end") \
+        < log.index("Uvicorn running on") < log.index("The server is fired up and ready to roll!")
+    info = json.loads(sim.get("/model_info")[1])
+    assert info["tool_call_parser"] == "kimi_k2" and info["served_model_name"] == "kimi-k2.5"
+    assert json.loads(sim.get("/get_server_info")[1])["tp_size"] == 8
+
+    # tool calls, non-streaming: two parallel calls, hyphenated name, no markup in content
+    body = {"model": "kimi-k2.5", "messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS}
+    resp = json.loads(sim.post("/v1/chat/completions", body)[1])
+    msg = resp["choices"][0]["message"]
+    assert resp["model"] == "kimi-k2.5" and resp["choices"][0]["finish_reason"] == "tool_calls"
+    assert [c["function"]["name"] for c in msg["tool_calls"]] == ["get-weather", "search_docs"]
+    assert [c["id"] for c in msg["tool_calls"]] == ["functions.get-weather:0", "functions.search_docs:1"]
+    assert json.loads(msg["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+    assert "<|tool_call" not in (msg["content"] or "") and "<think>" not in (msg["content"] or "")
+    assert msg["reasoning_content"]
+
+    # streaming: per-call header delta (index, id, name) then argument fragments
+    events = sse_events(sim.post("/v1/chat/completions", dict(body, stream=True))[1])
+    calls, content, reasoning = {}, "", ""
+    for ev in events:
+        delta = ev["choices"][0]["delta"]
+        content += delta.get("content") or ""
+        reasoning += delta.get("reasoning_content") or ""
+        for tc in delta.get("tool_calls") or []:
+            if "id" in tc:
+                calls[tc["index"]] = {"id": tc["id"], "name": tc["function"]["name"], "args": ""}
+            calls[tc["index"]]["args"] += tc["function"].get("arguments", "")
+    assert [calls[i]["name"] for i in sorted(calls)] == ["get-weather", "search_docs"]
+    assert calls[0]["id"] == "functions.get-weather:0"
+    assert json.loads(calls[1]["args"]) == {"query": "sglang", "top_k": 1}
+    assert "<|tool_call" not in content and reasoning == msg["reasoning_content"]
+    assert events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+    metrics = sim.get("/metrics")[1].decode()
+    for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"):
+        assert re.search(name + r'\{engine_type="unified",model_name="kimi-k2.5",moe_ep_rank="0",pp_rank="0",'
+                                r'tp_rank="0"\} [0-9.]+', metrics)
+
+    # SIGTERM to the main process (what KillMode=mixed does): the in-flight request still completes
+    result = {}
+
+    def slow_request():
+        result["status"] = sim.post("/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": "hi"}]}, timeout=20)[0]
+    t = threading.Thread(target=slow_request)
+    t.start()
+    sim.wait_for(lambda: 'sglang:num_running_reqs{engine_type="unified",model_name="kimi-k2.5",moe_ep_rank="0",'
+                         'pp_rank="0",tp_rank="0"} 1.0' in sim.get("/metrics")[1].decode(), 5, "request in flight")
+    os.kill(sim.proc.pid, signal.SIGTERM)
+    t.join(timeout=15)
+    assert result.get("status") == 200
+    assert sim.wait_exit(15) == 0
+    assert "SIGTERM received. signum=None frame=None. Draining requests and shutting down..." in sim.log
+    assert re.search(r"Gracefully exiting\.\.\. Remaining number of requests 1\.", sim.log)
+
+
+# ---- without parsers, TP 1 -----------------------------------------------------------------------
+
+def test_without_parsers_markup_leaks_into_content(start, ckpt):
+    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_PROGRESS_FORMAT": "legacy"})
+    sim.wait_ready()
+    assert [c[1] for c in sim.children() if b"scheduler" in c[1]] == [b"sglang::scheduler\0"]  # no _TP0 at tp 1
+    assert len(re.findall(r"^Loading safetensors checkpoint shards: +\d+% Completed \| \d/6 ", sim.log, re.M)) == 7
+    body = {"messages": [{"role": "user", "content": "weather?"}], "tools": TOOLS}
+    msg = json.loads(sim.post("/v1/chat/completions", body)[1])["choices"][0]["message"]
+    assert msg["tool_calls"] is None and msg["reasoning_content"] is None
+    assert "<|tool_calls_section_begin|><|tool_call_begin|>functions.get-weather:0" in msg["content"]
+    assert msg["content"].startswith("<think>")
+    content = "".join(ev["choices"][0]["delta"].get("content") or ""
+                      for ev in sse_events(sim.post("/v1/chat/completions", dict(body, stream=True))[1]))
+    assert content == msg["content"]
+    assert json.loads(sim.get("/v1/models")[1])["data"][0]["id"] == str(ckpt)
+    assert sim.get("/metrics")[0] == 404  # only with --enable-metrics
+
+
+# ---- failures ------------------------------------------------------------------------------------
+
+def test_crash_at_shard_3_of_6_kills_the_tree(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp-size", "2"],
+                env={"SGLANG_SIM_FAULT": "crash_at_shard:3", "SGLANG_SIM_SHARD_DELAY_S": "0.15"})
+    rc = sim.wait_exit()
+    assert rc == -signal.SIGKILL  # kill_process_tree SIGKILLs the parent itself: systemd sees status=9/KILL
+    log = sim.log
+    assert "2/6" in log and "3/6" not in log
+    assert re.search(r"\[[\d\- :]+ TP0\] Scheduler hit an exception: Traceback \(most recent call last\):", log)
+    assert "OSError: [Errno 5] Input/output error" in log
+    assert "Received sigquit from a child process. It usually means the child failed." in log
+    assert not sim.children()
+
+
+def test_truncated_shard_gives_safetensors_error(start, ckpt):
+    shard = ckpt / "model-00004-of-000064.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-64])
+    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_SAFETENSORS_STYLE": "legacy"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    assert "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer" in sim.log
+    assert "Received sigquit from a child process" in sim.log
+
+
+def test_empty_config_json_fails_in_the_parent(start, ckpt):
+    (ckpt / "config.json").write_text("")
+    sim = start(["--model-path", str(ckpt)])
+    assert sim.wait_exit() == 1
+    assert "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)" in sim.log
+    assert "is not a valid JSON file" in sim.log
+
+
+def test_oom_at_cuda_graph_capture(start, ckpt):
+    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_FAULT": "oom_at_cuda_graph"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    log = sim.log
+    assert "Capture target decode CUDA graph begin" in log and "Capture target decode CUDA graph end" not in log
+    assert "torch.OutOfMemoryError: CUDA out of memory." in log
+    assert "Exception: Capture cuda graph failed: CUDA out of memory." in log
+    assert log.index("Scheduler hit an exception") < log.index("Received sigquit from a child process")
+
+
+def test_rank_dies_during_init(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_FAULT": "rank_dies_at_init:1"})
+    assert sim.wait_exit() == 1
+    assert "RuntimeError: Rank 1 scheduler died during initialization (exit code: -9)." in sim.log
+    assert not sim.children()
+
+
+def test_hang_at_shard_keeps_port_closed(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_FAULT": "hang_at_shard:2"})
+    sim.wait_for(lambda: "Load weight begin" in sim.log, 10, "loading")
+    time.sleep(1.0)
+    assert sim.proc.poll() is None and len(sim.children()) == 3
+    assert sim.get("/health")[0] is None
+    assert "TP0] Load weight end" not in sim.log and "TP1] Load weight end" in sim.log
+    assert not re.search(r"[2-6]/6 ", sim.log)
+
+
+def test_nccl_abort_after_ready(start, ckpt):
+    # 0.5.23: the subprocess watchdog sees the dead scheduler within ~1 s and the tree is killed
+    sim = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_FAULT": "nccl_abort_after_ready"})
+    sim.wait_ready()
+    assert sim.wait_exit(10) == -signal.SIGKILL
+    assert re.search(r"Subprocess scheduler_\d \(pid=\d+\) crashed with exit code -6\. Triggering SIGQUIT", sim.log)
+    # field case R1 (parent keeps answering with its schedulers gone), e.g. releases without the watchdog
+    r1 = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_FAULT": "nccl_abort_after_ready:survive"})
+    r1.wait_ready()
+    r1.wait_for(lambda: not [c for c in r1.children() if b"scheduler" in c[1]], 5, "schedulers gone")
+    time.sleep(1.2)
+    assert r1.proc.poll() is None and r1.get("/v1/models")[0] == 200
+
+
+def test_build_repo_is_idempotent(tmp_path):
+    sys.path.insert(0, str(SIM))
+    try:
+        from build_repo import build_sglang_repo
+    finally:
+        sys.path.remove(str(SIM))
+    a = build_sglang_repo(tmp_path / "sglang.git")
+    b = build_sglang_repo(tmp_path / "sglang.git")
+    c = build_sglang_repo(tmp_path / "other.git")
+    assert a == b == c
+    files = subprocess.run(["git", "--git-dir", str(tmp_path / "sglang.git"), "ls-tree", "-r", "--name-only",
+                            "v0.5.23"], capture_output=True, text=True, check=True).stdout.split()
+    assert {"README.md", "python/pyproject.toml", "python/sglang/__init__.py", "python/sglang/launch_server.py",
+            "python/sglang/cli_snapshot.json"} <= set(files)
