@@ -1,9 +1,8 @@
-# Source me (bash/zsh):  source scripts/env.sh
+# shellcheck shell=bash
+# Source me from bash:  source scripts/env.sh
 # Puts the project's controller venv, ansible.cfg and podman configuration in this shell.
 # Run scripts/bootstrap.sh first.
-if [ -n "${BASH_SOURCE:-}" ]; then _sglang_env_src="${BASH_SOURCE[0]}"; else _sglang_env_src="${(%):-%x}"; fi
-SGLANG_ANSIBLE_REPO="$(cd "$(dirname "$_sglang_env_src")/.." && pwd)"
-unset _sglang_env_src
+SGLANG_ANSIBLE_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SGLANG_ANSIBLE_REPO
 # runc + ulimits that fit this kind of host (see tests/sandbox/containers.conf)
 export CONTAINERS_CONF="$SGLANG_ANSIBLE_REPO/tests/sandbox/containers.conf"

@@ -26,7 +26,9 @@ def test_nvidia_smi_stand_in_is_installed(host):
     assert link.is_symlink, "/usr/bin/nvidia-smi is not a symlink to the stand-in"
     assert link.linked_to == "/srv/sandbox/bin/nvidia-smi"
     target = host.file("/srv/sandbox/bin/nvidia-smi")
-    assert target.exists and target.mode & 0o111, "the stand-in /srv/sandbox/bin/nvidia-smi is missing or not executable"
+    assert (
+        target.exists and target.mode & 0o111
+    ), "the stand-in /srv/sandbox/bin/nvidia-smi is missing or not executable"
     assert host.run("command -v nvidia-smi").stdout.strip() == "/usr/bin/nvidia-smi"
 
 

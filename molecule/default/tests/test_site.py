@@ -81,3 +81,29 @@ def test_env_file_is_root_only(host):
 def test_schedulers_run_one_per_tp_rank(host):
     titles = host.run("ps -eo args= | grep -c '^sglang::scheduler_TP'").stdout.strip()
     assert titles == "8"
+
+
+def test_crash_at_shard_43_fails_the_unit_with_a_traceback_in_the_journal(host):
+    """The simulator's fault "crash at shard 43 of 64" under real systemd: unit failed, cause in the journal."""
+    unit = "sglang-fault-crash43"
+    host.run(f"systemctl reset-failed {unit} 2>/dev/null; systemctl stop {unit} 2>/dev/null")
+    start = host.run(
+        f"systemd-run --unit {unit} -p Environment=SGLANG_SIM_FAULT=crash_at_shard:43 "
+        "-p Environment=SGLANG_SIM_SHARD_DELAY_S=0.01 "
+        "/opt/sglang/current/venv/bin/python -m sglang.launch_server "
+        "--model-path /srv/models/Kimi-K2.5/current --tp-size 8 --trust-remote-code "
+        "--tool-call-parser kimi_k2 --port 30001"
+    )
+    assert start.rc == 0, start.stderr
+    state = ""
+    for _ in range(60):  # bounded: 30 s
+        state = host.run(f"systemctl show -p ActiveState --value {unit}").stdout.strip()
+        if state == "failed":
+            break
+        host.run("sleep 0.5")
+    journal = host.run(f"journalctl -u {unit} -o cat --no-pager").stdout
+    host.run(f"systemctl reset-failed {unit}")
+    assert state == "failed", journal[-2000:]
+    assert "Traceback (most recent call last)" in journal
+    assert "43/64" in journal.replace("\r", "\n")
+    assert "Received sigquit from a child process" in journal
