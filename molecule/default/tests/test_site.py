@@ -105,5 +105,5 @@ def test_crash_at_shard_43_fails_the_unit_with_a_traceback_in_the_journal(host):
     host.run(f"systemctl reset-failed {unit}")
     assert state == "failed", journal[-2000:]
     assert "Traceback (most recent call last)" in journal
-    assert "43/64" in journal.replace("\r", "\n")
+    assert "model-00043-of-000064.safetensors" in journal
     assert "Received sigquit from a child process" in journal

@@ -1,0 +1,33 @@
+"""README stays true: its role variable tables match meta/argument_specs.yml, and it names the two commands."""
+
+import pathlib
+import subprocess
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_role_variable_tables_match_argument_specs():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "role_docs.py"), "--check"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_default_is_documented_in_argument_specs():
+    for defaults in ROOT.glob("roles/*/defaults/main.yml"):
+        role = defaults.parent.parent.name
+        names = set((yaml.safe_load(defaults.read_text()) or {}))
+        spec = yaml.safe_load((defaults.parent.parent / "meta" / "argument_specs.yml").read_text())
+        documented = set(spec["argument_specs"]["main"].get("options") or {})
+        assert names <= documented, f"{role}: undocumented defaults {sorted(names - documented)}"
+        assert all(n.startswith(role + "_") for n in names), f"{role}: variables must carry the role prefix"
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    first_block = readme.split("```bash", 1)[1].split("```", 1)[0]
+    commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
+    assert commands == ["scripts/sandbox-deploy.sh", "scripts/test.sh"]
+    assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
