@@ -13,9 +13,6 @@ ansible-lint
 echo "== unit tests"
 python -m pytest -q tests/unit
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  echo "== stand-ins and node image"
-  python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
-  tests/sandbox/image/build-image.sh
   echo "== molecule test (default: create, prepare, converge, idempotence, verify, destroy)"
   molecule test -s default
 fi

@@ -58,3 +58,14 @@ def test_fingerprint_ignores_key_order_and_sees_every_value():
     assert len(build.release_fingerprint(a)) == 16
     for key, value in [("cuda", "12.9"), ("patches", ["ab13"]), ("sglang_ref", "v0.5.22")]:
         assert build.release_fingerprint({**a, key: value}) != build.release_fingerprint(a)
+
+
+def test_task_outcome_tells_passed_failed_skipped_and_not_run():
+    path = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "smoke.py"
+    spec = importlib.util.spec_from_file_location("smoke_filters", path)
+    smoke = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smoke)
+    assert smoke.task_outcome({"changed": False, "status": 200}) == "passed"
+    assert smoke.task_outcome({"failed": True}) == "failed"
+    assert smoke.task_outcome({"skipped": True}) == "skipped"
+    assert smoke.task_outcome({}) == "not run"

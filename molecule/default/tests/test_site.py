@@ -5,9 +5,13 @@ import os
 
 import testinfra.utils.ansible_runner
 
-testinfra_hosts = testinfra.utils.ansible_runner.AnsibleRunner(
-    os.environ["MOLECULE_INVENTORY_FILE"]
-).get_hosts("gpu_nodes")
+# podman:// runs each check with `podman exec` (testinfra has no backend for Ansible's podman connection).
+testinfra_hosts = [
+    f"podman://{name}"
+    for name in testinfra.utils.ansible_runner.AnsibleRunner(os.environ["MOLECULE_INVENTORY_FILE"]).get_hosts(
+        "gpu_nodes"
+    )
+]
 
 UNIT = "sglang-kimi.service"
 
