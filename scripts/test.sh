@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: ansible-lint (production profile), pytest unit tests, molecule whole-site scenario.
-# Usage: scripts/test.sh            (everything)
-#        SKIP_MOLECULE=1 scripts/test.sh   (lint + unit tests only)
+# Usage: scripts/test.sh                                   (everything)
+#        SKIP_MOLECULE=1 scripts/test.sh                   (lint + unit tests only)
+#        MOLECULE_SCENARIOS="preflight" scripts/test.sh    (only these molecule scenarios)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -10,9 +11,13 @@ source scripts/env.sh
 
 echo "== ansible-lint (profile production)"
 ansible-lint
-echo "== unit tests"
-python -m pytest -q tests/unit
+echo "== the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
+tests/contract/install_real_sglang.sh
+echo "== unit and contract tests"
+python -m pytest -q tests/unit tests/contract
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  echo "== molecule test (default: create, prepare, converge, idempotence, verify, destroy)"
-  molecule test -s default
+  for scenario in ${MOLECULE_SCENARIOS:-default preflight}; do
+    echo "== molecule test -s $scenario"
+    molecule test -s "$scenario"
+  done
 fi

@@ -7,6 +7,14 @@
     (``tp-size``; ``tp_size`` is accepted and normalised). Never emits abbreviations: argparse would accept
     ``--tp`` for ``--tp-size`` today and silently change meaning when a release adds ``--tp-foo``.
 
+``sglang_argv_errors``
+    the same checks as a list of messages, for preflight to report with every other problem.
+
+Model-family and hardware rules (``model_family``, ``compute_capability`` arguments): Kimi models need
+``--tool-call-parser kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code``; on compute capability 12.x
+(SM120) ``trtllm_mla`` attention and DeepGEMM backends are refused; ``--api-key``/``--admin-api-key`` are
+refused because argv is world-readable.
+
 ``systemd_quote``
     list of argv strings -> one command line for ``ExecStart=``, quoted so that systemd's own parser
     (systemd.service(5) "COMMAND LINES", systemd.unit(5) "SPECIFIERS") gives back the same list.
@@ -95,15 +103,8 @@ def _scalar(value) -> str:
     return str(value)
 
 
-def sglang_argv(options: dict, version: str = "0.5.23") -> list[str]:
-    """Render ``options`` (option name -> value) as argv for ``python -m sglang.launch_server``.
-
-    Values: ``True`` -> bare flag for store_true options; ``False``/``None`` -> omitted (a
-    BooleanOptionalAction renders ``--no-NAME`` for False); a list -> one argv element per item for
-    nargs options; a dict -> compact JSON (e.g. ``--model-loader-extra-config``); anything else -> str.
-    Order follows the dict. Raises AnsibleFilterError listing every problem at once: unknown option
-    (with the nearest names and the replacement for options a release removed), bad choice, wrong type.
-    """
+def _render(options: dict, version: str) -> tuple[list[str], list[str]]:
+    """(argv, errors) for ``options`` against the snapshot of ``version``; see ``sglang_argv``."""
     if not isinstance(options, dict):
         raise AnsibleFilterError(f"sglang_argv expects a dict of options, got {type(options).__name__}")
     snapshot = load_snapshot(str(version))
@@ -158,9 +159,146 @@ def sglang_argv(options: dict, version: str = "0.5.23") -> list[str]:
                 errors.append(problem)
         argv.append(flag)
         argv.extend(rendered)
+    return argv, errors
+
+
+def _normalise(options: dict) -> dict:
+    return {str(k).lstrip("-").replace("_", "-"): v for k, v in options.items()}
+
+
+def model_family(options: dict, family: str | None = None) -> str:
+    """``family`` when given; else ``kimi`` when the model path or served name says Kimi; else ``""``."""
+    if family:
+        return str(family).strip().lower()
+    opts = _normalise(options)
+    names = " ".join(str(opts.get(k) or "") for k in ("model-path", "served-model-name")).lower()
+    return "kimi" if "kimi" in names else ""
+
+
+# Kimi K2 / K2.5 (FIELD_NOTES "Launch", "Kimi tool calls"): kimi_k2 for both parsers (``kimi`` is an older
+# reasoning-only format: wrong for K2/K2.5), and the model ships its own code (tokenizer) -> trust-remote-code.
+_KIMI_REQUIRED = (("tool-call-parser", "kimi_k2"), ("reasoning-parser", "kimi_k2"), ("trust-remote-code", True))
+# Options whose values fail on SM120 (compute capability 12.x): trtllm_mla kernels and DeepGEMM are built
+# for SM90/SM100 only; on RTX PRO 6000 Blackwell the MLA default is triton (FIELD_NOTES "Launch").
+_ATTENTION_OPTIONS = ("attention-backend", "decode-attention-backend", "prefill-attention-backend",
+                      "speculative-draft-attention-backend")
+_DEEPGEMM_VALUES = {"fp8-gemm-backend": ("deep_gemm", "flashinfer_deepgemm"),
+                    "moe-runner-backend": ("deep_gemm",),
+                    "speculative-moe-runner-backend": ("deep_gemm",)}
+# Secrets SGLang 0.5.23 takes only as options (no environment variable): argv is world-readable
+# (/proc/PID/cmdline, ps) and ends up in the unit file and `systemctl show`.
+_SECRET_OPTIONS = ("api-key", "admin-api-key")
+
+
+def sglang_option_rules(options: dict, family: str | None = None, compute_capability: str | None = None) -> list[str]:
+    """Model-family, GPU-architecture and secret rules over ``options``; a list of messages (empty = fine)."""
+    opts = _normalise(options)
+    errors = []
+    fam = model_family(opts, family)
+    if fam == "kimi":
+        for name, want in _KIMI_REQUIRED:
+            have = opts.get(name)
+            if want is True:
+                if have is not True:
+                    errors.append(f"Kimi models need --{name} (their tokenizer is code shipped with the model), "
+                                  f"got {have!r}; set {name}: true")
+            elif have != want:
+                errors.append(f"Kimi models need --{name} {want}, got {have!r}; "
+                              f"{'kimi is an older reasoning-only format, wrong for K2/K2.5; ' if have == 'kimi' else ''}"
+                              f"set {name}: {want}")
+    cc = str(compute_capability or "").strip()
+    if cc.split(".")[0] == "12":
+        sm = "SM" + cc.replace(".", "")
+        for name in _ATTENTION_OPTIONS:
+            if opts.get(name) == "trtllm_mla":
+                errors.append(f"--{name} trtllm_mla fails on compute capability {cc} ({sm}, RTX PRO 6000 Blackwell): "
+                              f"its kernels are built for SM90/SM100 only; leave it unset (MLA defaults to triton) "
+                              f"or use triton")
+        for name, bad in _DEEPGEMM_VALUES.items():
+            if opts.get(name) in bad:
+                errors.append(f"--{name} {opts[name]} uses DeepGEMM, which fails on compute capability {cc} ({sm}); "
+                              f"leave it at auto or pick a non-DeepGEMM backend")
+    for name in _SECRET_OPTIONS:
+        if opts.get(name) not in (None, False, ""):
+            errors.append(f"--{name} would put a secret in argv (world-readable in ps and /proc, and in the unit "
+                          f"file and `systemctl show`); SGLang 0.5.23 reads it from no environment variable. "
+                          f"Leave it out and protect the port (loopback + router, or a proxy holding the key)")
+    return errors
+
+
+def sglang_argv_errors(options: dict, version: str = "0.5.23", model_family: str | None = None,
+                       compute_capability: str | None = None) -> list[str]:
+    """Every problem ``sglang_argv`` would raise for, as a list (for preflight's one failure)."""
+    _argv, errors = _render(options, str(version))
+    return errors + sglang_option_rules(options, model_family, compute_capability)
+
+
+def sglang_argv(options: dict, version: str = "0.5.23", model_family: str | None = None,
+                compute_capability: str | None = None) -> list[str]:
+    """Render ``options`` (option name -> value) as argv for ``python -m sglang.launch_server``.
+
+    Values: ``True`` -> bare flag for store_true options; ``False``/``None`` -> omitted (a
+    BooleanOptionalAction renders ``--no-NAME`` for False); a list -> one argv element per item for
+    nargs options; a dict -> compact JSON (e.g. ``--model-loader-extra-config``); anything else -> str.
+    Order follows the dict. Raises AnsibleFilterError listing every problem at once: unknown option
+    (with the nearest names and the replacement for options a release removed), bad choice, wrong type,
+    and the rules of ``sglang_option_rules`` (Kimi parsers, SM120 backends, secrets in argv).
+    """
+    argv, errors = _render(options, str(version))
+    errors += sglang_option_rules(options, model_family, compute_capability)
     if errors:
         raise AnsibleFilterError("invalid SGLang options:\n- " + "\n- ".join(errors))
     return argv
+
+
+# MLA targets among the families we know (Kimi K2/K2.5 use DeepSeek-V3's multi-head latent attention).
+_MLA_FAMILIES = ("kimi", "deepseek")
+EAGLE3_DEFAULTS = {"enabled": False, "draft_model_path": "", "num_steps": 3, "eagle_topk": 1,
+                   "num_draft_tokens": 4, "draft_is_mla": False, "draft_attention_backend": "triton"}
+
+
+def sglang_eagle3_options(spec: dict | None, options: dict | None = None, family: str | None = None,
+                          version: str = "0.5.23") -> dict:
+    """EAGLE3 speculative-decoding options from ``spec`` (see ``EAGLE3_DEFAULTS``); ``{}`` when disabled.
+
+    An MLA target (Kimi) with a non-MLA draft gets ``--speculative-draft-attention-backend`` explicitly
+    (FIELD_NOTES R16: otherwise the draft inherits the target's MLA backend); the backend must be one of
+    the release's ``--attention-backend`` choices (the draft flag itself has no choices in 0.5.23).
+    Raises AnsibleFilterError listing every problem.
+    """
+    spec = {**EAGLE3_DEFAULTS, **(spec or {})}
+    if not spec["enabled"]:
+        return {}
+    errors = []
+    if not str(spec["draft_model_path"] or "").strip():
+        errors.append("EAGLE3 needs draft_model_path (a directory or hub id of the EAGLE3 draft for this target)")
+    nums = {}
+    for key in ("num_steps", "eagle_topk", "num_draft_tokens"):
+        try:
+            nums[key] = int(spec[key])
+            if nums[key] < 1:
+                raise ValueError
+        except (TypeError, ValueError):
+            errors.append(f"EAGLE3 {key} must be a positive integer, got {spec[key]!r}")
+    if len(nums) == 3 and nums["eagle_topk"] == 1 and nums["num_draft_tokens"] != nums["num_steps"] + 1:
+        errors.append(f"EAGLE3 with eagle_topk 1 drafts a chain: num_draft_tokens must be num_steps + 1 = "
+                      f"{nums['num_steps'] + 1}, got {nums['num_draft_tokens']} (SGLang would silently change it)")
+    out = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": spec["draft_model_path"],
+           "speculative-num-steps": nums.get("num_steps"), "speculative-eagle-topk": nums.get("eagle_topk"),
+           "speculative-num-draft-tokens": nums.get("num_draft_tokens")}
+    target_mla = model_family(options or {}, family) in _MLA_FAMILIES
+    if target_mla and not spec["draft_is_mla"]:
+        backend = str(spec["draft_attention_backend"] or "")
+        index = _option_index(load_snapshot(str(version)))
+        choices = [str(c) for c in (index["--attention-backend"].get("choices") or [])]
+        if backend not in choices:
+            errors.append(f"EAGLE3 draft_attention_backend {backend!r} is not an attention backend of SGLang {version} "
+                          f"(choose from {', '.join(choices)}); an MLA target with a non-MLA draft needs one "
+                          f"explicitly, triton works on SM120")
+        out["speculative-draft-attention-backend"] = backend
+    if errors:
+        raise AnsibleFilterError("invalid EAGLE3 settings:\n- " + "\n- ".join(errors))
+    return out
 
 
 # Characters that need no quoting in a systemd command line.
@@ -194,4 +332,6 @@ def systemd_quote(argv) -> str:
 
 class FilterModule:
     def filters(self):
-        return {"sglang_argv": sglang_argv, "systemd_quote": systemd_quote}
+        return {"sglang_argv": sglang_argv, "sglang_argv_errors": sglang_argv_errors,
+                "sglang_eagle3_options": sglang_eagle3_options,
+                "systemd_quote": systemd_quote}

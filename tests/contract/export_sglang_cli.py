@@ -87,7 +87,10 @@ def main(argv):
             "const": jsonable(a.const),
             "default": jsonable(a.default),
             "type": type_name(a.type),
-            "choices": jsonable(list(a.choices)) if a.choices is not None else None,
+            # A set of choices (0.5.23's --sampling-backend) iterates in hash order, which changes between
+            # runs: sort it so the export is reproducible (test_real_parser compares exports).
+            "choices": (jsonable(sorted(a.choices, key=str) if isinstance(a.choices, (set, frozenset))
+                                 else list(a.choices)) if a.choices is not None else None),
             "required": bool(a.required),
             "help": a.help,
             "metavar": jsonable(a.metavar),

@@ -93,3 +93,85 @@ def test_systemd_quote_refuses_relative_executable_and_empty_argv():
         f.systemd_quote(["python3", "-m", "x"])
     with pytest.raises(AnsibleFilterError):
         f.systemd_quote([])
+
+
+# --- model-family, SM120 and secret rules ---------------------------------------------------------
+
+
+def test_kimi_model_without_kimi_parsers_or_remote_code_is_refused_listing_all():
+    opts = {"model-path": "/srv/models/Kimi-K2.5/current", "tp-size": 8, "tool-call-parser": "qwen"}
+    with pytest.raises(AnsibleFilterError) as err:
+        f.sglang_argv(opts)
+    text = str(err.value)
+    assert "Kimi models need --tool-call-parser kimi_k2, got 'qwen'" in text
+    assert "Kimi models need --reasoning-parser kimi_k2, got None" in text
+    assert "Kimi models need --trust-remote-code" in text
+
+
+def test_kimi_detected_from_served_name_or_forced_by_family():
+    assert f.sglang_option_rules({"model-path": "/m", "served-model-name": "kimi-k2.5"})
+    assert f.sglang_option_rules({"model-path": "/m"}, family="kimi")
+    assert f.sglang_option_rules({"model-path": "/srv/Kimi"}, family="generic") == []
+    assert f.sglang_argv(KIMI) and f.sglang_option_rules(KIMI, compute_capability="12.0") == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("attention-backend", "trtllm_mla"), ("decode-attention-backend", "trtllm_mla"),
+    ("fp8-gemm-backend", "deep_gemm"), ("moe-runner-backend", "deep_gemm"),
+])
+def test_sm120_refuses_trtllm_mla_and_deepgemm(name, value):
+    with pytest.raises(AnsibleFilterError, match=r"--%s %s .*compute capability 12\.0 \(SM120" % (name, value)):
+        f.sglang_argv({**KIMI, name: value}, compute_capability="12.0")
+    # Hopper (9.0) may use them: the rule names the field fact, not the option.
+    assert f.sglang_argv({**KIMI, name: value}, compute_capability="9.0")
+
+
+def test_api_key_in_argv_is_refused():
+    errors = f.sglang_argv_errors({**KIMI, "api-key": "sk-secret"}, compute_capability="12.0")
+    assert len(errors) == 1 and errors[0].startswith("--api-key would put a secret in argv")
+    assert "sk-secret" not in errors[0]
+
+
+def test_argv_errors_lists_parser_and_rule_problems_without_raising():
+    errors = f.sglang_argv_errors({**KIMI, "tool-call-parser": "kimi", "attention-backend": "trtllm_mla"},
+                                  compute_capability="12.0")
+    assert len(errors) == 3, errors
+
+
+# --- EAGLE3 -----------------------------------------------------------------------------------------
+
+
+def test_eagle3_off_by_default():
+    assert f.sglang_eagle3_options(None, KIMI) == {}
+    assert f.sglang_eagle3_options({"enabled": False, "draft_model_path": "/d"}, KIMI) == {}
+
+
+def test_eagle3_kimi_target_with_non_mla_draft_gets_an_explicit_draft_backend():
+    opts = f.sglang_eagle3_options({"enabled": True, "draft_model_path": "/srv/models/kimi-eagle3"}, KIMI)
+    assert opts == {
+        "speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/srv/models/kimi-eagle3",
+        "speculative-num-steps": 3, "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 4,
+        "speculative-draft-attention-backend": "triton",
+    }
+    argv = f.sglang_argv({**KIMI, **opts}, compute_capability="12.0")
+    assert argv[-2:] == ["--speculative-draft-attention-backend", "triton"]
+
+
+def test_eagle3_mla_draft_or_non_mla_target_needs_no_draft_backend():
+    spec = {"enabled": True, "draft_model_path": "/d"}
+    assert "speculative-draft-attention-backend" not in f.sglang_eagle3_options({**spec, "draft_is_mla": True}, KIMI)
+    assert "speculative-draft-attention-backend" not in f.sglang_eagle3_options(spec, {"model-path": "/m/llama"})
+
+
+def test_eagle3_problems_listed_together():
+    with pytest.raises(AnsibleFilterError) as err:
+        f.sglang_eagle3_options({"enabled": True, "num_steps": 0, "draft_attention_backend": "nope"}, KIMI)
+    text = str(err.value)
+    assert "needs draft_model_path" in text
+    assert "num_steps must be a positive integer, got 0" in text
+    assert "draft_attention_backend 'nope' is not an attention backend of SGLang 0.5.23" in text
+
+
+def test_eagle3_chain_needs_steps_plus_one_draft_tokens():
+    with pytest.raises(AnsibleFilterError, match=r"num_draft_tokens must be num_steps \+ 1 = 4, got 8"):
+        f.sglang_eagle3_options({"enabled": True, "draft_model_path": "/d", "num_draft_tokens": 8}, KIMI)

@@ -1,0 +1,83 @@
+"""host_capacity: /proc/meminfo, cgroup v1/v2 limits, free space, model index size; changes nothing."""
+
+import json
+import os
+
+import host_capacity
+
+
+def test_parse_meminfo_in_bytes():
+    mem = host_capacity.parse_meminfo("MemTotal:       24684100 kB\nMemAvailable:   24077848 kB\nHugePages_Total: 0\n")
+    assert mem["MemTotal"] == 24684100 * 1024
+    assert mem["MemAvailable"] == 24077848 * 1024
+    assert mem["HugePages_Total"] == 0
+
+
+def test_parse_proc_cgroup_versions():
+    assert host_capacity.parse_proc_cgroup("0::/system.slice/ssh.service\n") == (2, "/system.slice/ssh.service")
+    assert host_capacity.parse_proc_cgroup("12:cpu,cpuacct:/x\n4:memory:/docker/abc\n") == (1, "/docker/abc")
+    assert host_capacity.parse_proc_cgroup("") == (None, None)
+
+
+def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def test_cgroup_v2_takes_the_smallest_limit_up_the_tree(tmp_path):
+    root = tmp_path / "cg"
+    _write(str(root / "memory.max"), "max\n")
+    _write(str(root / "machine.slice" / "memory.max"), "400000000000\n")
+    _write(str(root / "machine.slice" / "ctr" / "memory.max"), "max\n")
+    _write(str(root / "machine.slice" / "ctr" / "memory.high"), "max\n")
+    _write(str(root / "machine.slice" / "ctr" / "memory.current"), "2000000000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/machine.slice/ctr\n")
+    info = host_capacity.cgroup_memory(str(root), str(proc))
+    assert info == {"version": 2, "path": "/machine.slice/ctr", "limit_bytes": 400000000000, "usage_bytes": 2000000000}
+
+
+def test_cgroup_v2_namespace_root_and_unlimited(tmp_path):
+    root = tmp_path / "cg"
+    _write(str(root / "memory.max"), "max\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/\n")
+    assert host_capacity.cgroup_memory(str(root), str(proc))["limit_bytes"] is None
+
+
+def test_cgroup_v1_limit_and_unlimited(tmp_path):
+    root = tmp_path / "cg"
+    _write(str(root / "memory" / "memory.limit_in_bytes"), "68719476736\n")
+    _write(str(root / "memory" / "memory.usage_in_bytes"), "1073741824\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("5:memory:/docker/abc\n")  # path absent under root: the namespace root is ours
+    info = host_capacity.cgroup_memory(str(root), str(proc))
+    assert (info["version"], info["limit_bytes"], info["usage_bytes"]) == (1, 68719476736, 1073741824)
+    _write(str(root / "memory" / "memory.limit_in_bytes"), "9223372036854771712\n")
+    assert host_capacity.cgroup_memory(str(root), str(proc))["limit_bytes"] is None
+
+
+def test_free_space_of_a_path_not_created_yet(tmp_path):
+    checked, total, free = host_capacity.fs_space(str(tmp_path / "not" / "yet"))
+    assert checked == str(tmp_path) and total > 0 and 0 <= free <= total
+
+
+def test_model_size_from_the_first_readable_index(tmp_path):
+    good = tmp_path / "model.safetensors.index.json"
+    good.write_text(json.dumps({"metadata": {"total_size": 547000000000}, "weight_map": {"a": "s1"}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text("")
+    assert host_capacity.model_size([str(tmp_path / "missing.json"), str(broken), str(good)]) == {
+        "index": str(good), "total_size_bytes": 547000000000}
+    assert host_capacity.model_size([str(broken)]) == {"index": None, "total_size_bytes": None}
+
+
+def test_module_reads_and_changes_nothing_in_check_mode(module_runner, tmp_path):
+    kind, result = module_runner(host_capacity, {"paths": [str(tmp_path)]}, check_mode=True)
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["memory"]["available_bytes"] > 0
+    assert result["disks"][0]["checked_path"] == str(tmp_path)
+    assert result["cpus"]["usable"] >= 1
+    assert result["model"] == {"index": None, "total_size_bytes": None}
