@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+TABLE_COLUMNS = (("host", 18), ("verdict", 12), ("phase", 18), ("progress", 8), ("elapsed", 8), ("exit", 22),
+                 ("smoke", 24), ("error", 0))
+
 
 def task_outcome(result) -> str:
     """Return "passed", "failed", "skipped" or "not run" for a registered task result.
@@ -18,6 +21,56 @@ def task_outcome(result) -> str:
     return "passed"
 
 
+def smoke_outcome(result) -> str:
+    """One word-ish summary of a registered ``sglang_smoke`` result: "passed 6/6", "FAILED tool_calls,chat",
+    "skipped" or "not run"."""
+    if not result:
+        return "not run"
+    checks = result.get("checks") or []
+    if result.get("skipped") or (checks and all(c.get("status") == "skipped" for c in checks)):
+        return "skipped"
+    failed = result.get("failed_checks") or [c.get("name") for c in checks if c.get("status") == "failed"]
+    if failed:
+        return "FAILED " + ",".join(failed)
+    if result.get("failed"):
+        return "failed"
+    return "passed %d/%d" % (len(checks), len(checks))
+
+
+def _cell(value, width):
+    text = "-" if value in (None, "", [], {}) else str(value)
+    text = " ".join(text.split())
+    if width and len(text) > width:
+        text = text[: width - 1] + "~"
+    return text.ljust(width) if width else text
+
+
+def smoke_health_table(hosts, hostvars, fact="smoke_health_report") -> str:
+    """Fixed-width table of every host's health report (``hostvars[host][fact]``, the dict the role writes
+    to reports/<host>.json), one row per host in ``hosts`` order; hosts without a report say so."""
+    header = " ".join(_cell(name, width) for name, width in TABLE_COLUMNS)
+    rows = [header, "-" * len(header)]
+    for host in hosts or []:
+        report = (hostvars.get(host) or {}).get(fact) if hasattr(hostvars, "get") else None
+        if not report:
+            rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(
+                [host, "no report", None, None, None, None, None, "the play stopped before smoke_health"],
+                TABLE_COLUMNS)))
+            continue
+        progress = report.get("progress") or {}
+        if isinstance(progress, dict) and progress.get("n"):
+            progress = "%s/%s" % (progress.get("i"), progress.get("n"))
+        exit_status = report.get("exit_status") or {}
+        elapsed = report.get("elapsed_s")
+        values = [host, report.get("verdict"), report.get("phase"), progress or None,
+                  ("%s s" % elapsed) if elapsed not in (None, "") else None,
+                  exit_status.get("text") if isinstance(exit_status, dict) else exit_status,
+                  report.get("smoke_summary"),
+                  report.get("error") if report.get("verdict") != "ready" else None]
+        rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(values, TABLE_COLUMNS)).rstrip())
+    return "\n".join(rows)
+
+
 class FilterModule:
     def filters(self):
-        return {"task_outcome": task_outcome}
+        return {"task_outcome": task_outcome, "smoke_outcome": smoke_outcome, "smoke_health_table": smoke_health_table}

@@ -12,11 +12,18 @@ DOCUMENTATION = r"""
 module: sglang_health
 short_description: Wait for an SGLang systemd service to become ready, or say exactly why it did not
 description:
-  - Every O(interval) seconds reads C(systemctl show) (ActiveState, SubState, MainPID, NRestarts, ExecMainStatus,
-    ExecMainCode, InvocationID), counts C(sglang::scheduler_TP*) processes under MainPID in C(/proc), reads the journal
-    of the current invocation and probes C(GET /health).
+  - Every O(interval) seconds reads C(systemctl show) (ActiveState, SubState, Result, MainPID, NRestarts,
+    ExecMainStatus, ExecMainCode, InvocationID), counts scheduler processes under MainPID in C(/proc)
+    (C(sglang::scheduler_TP<n>); plain C(sglang::scheduler) at tp 1), sums the tree's I/O and page faults, reads the
+    journal of the current invocation and probes C(GET /health).
   - Reports one verdict - starting, loading (i/N, %), capturing, warming, ready, crashed (phase, exit status, first
     traceback), restart_loop, stalled, timeout - and the history of verdict changes.
+  - C(crashed) as soon as the main process is gone with a non-success result (Result other than success, or MainPID 0
+    with ExecMainCode set), whatever ActiveState says (C(deactivating) while systemd kills the cgroup,
+    C(activating/auto-restart) before Restart=on-failure starts it again); one restart while waiting is C(crashed) with
+    the phase of the run that ended, two or more are C(restart_loop). Never C(loading) without every scheduler alive.
+  - C(loading) needs all O(tp_size) schedulers alive and either new log output or I/O by the process tree within
+    O(stall_timeout) (journald shows tqdm's carriage-return progress only when the bar ends).
   - Succeeds only on C(ready); every other terminal verdict fails the task with the reason.
   - Never changes anything.
 options:
@@ -72,8 +79,9 @@ verdict:
   type: str
   sample: ready
 phase:
-  description: Last startup phase named in the log (launching, init_distributed, loading_weights, weights_loaded,
-    kv_cache, capturing_cuda_graph, cuda_graph_captured, http_server, ready).
+  description: Last startup phase named in the log (starting, init_distributed, loading_weights, weights_loaded,
+    kv_cache, cuda_graph_capture, cuda_graph_captured, http_server, ready); for C(crashed) the phase it crashed in
+    (also C(config) when the parent failed on config.json before any scheduler started).
   returned: always
   type: str
 progress:
@@ -111,23 +119,23 @@ schedulers:
   description: Scheduler processes alive at the last observation.
   returned: always
   type: int
+error:
+  description: The first error line (the first traceback's last line, a dead-rank line or another fatal line).
+  returned: always
+  type: str
 """
 
-import os
 import time
-from urllib.error import HTTPError, URLError
-from urllib.request import urlopen
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_log import classify, parse_log
+from ansible.module_utils.sglang_observe import (SHOW_PROPERTIES, count_schedulers, journal_command, parse_show,
+                                                 probe_health, tree_activity)
 
-SHOW_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "ExecMainCode",
-                   "InvocationID", "ExecMainStartTimestamp")
-SCHEDULER_TITLE = "sglang::scheduler_TP"
 ADVICE = {
-    "crashed": "read the traceback; a crash at capturing_cuda_graph usually needs a lower --mem-fraction-static or "
+    "crashed": "read the traceback; a crash at cuda_graph_capture usually needs a lower --mem-fraction-static or "
                "--cuda-graph-max-bs-decode (restarting with the same flags fails again), one at loading_weights a "
-               "model_stage re-verify",
+               "model_stage re-verify, one at config a re-staged config.json",
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
                     "90 s default) and the first traceback",
     "stalled": "inspect the schedulers with `py-spy dump --pid <pid>` (NCCL init hangs, storage stalls)",
@@ -135,96 +143,15 @@ ADVICE = {
 }
 
 
-def parse_show(text):
-    """``systemctl show -p ...`` output (KEY=VALUE lines) -> observation fields."""
-    raw = {}
-    for line in (text or "").splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            raw[key.strip()] = value.strip()
-
-    def num(key):
-        try:
-            return int(raw.get(key, ""))
-        except ValueError:
-            return None
-
-    return {
-        "active_state": raw.get("ActiveState"), "sub_state": raw.get("SubState"),
-        "main_pid": num("MainPID") or 0, "n_restarts": num("NRestarts") or 0,
-        "exec_main_status": num("ExecMainStatus"), "exec_main_code": num("ExecMainCode"),
-        "invocation_id": raw.get("InvocationID") or None, "start_timestamp": raw.get("ExecMainStartTimestamp") or None,
-    }
-
-
-def count_schedulers(main_pid, proc_root="/proc"):
-    """Count processes under ``main_pid`` whose cmdline starts with ``sglang::scheduler_TP``
-    (setproctitle titles, 0.5.x). Reads ``<proc_root>/*/stat`` for parent links. Returns int."""
-    if not main_pid:
-        return 0
-    children = {}
-    try:
-        entries = os.listdir(proc_root)
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc_root, entry, "stat")) as handle:
-                stat = handle.read()
-        except (IOError, OSError):
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        try:
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        except (IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    count, stack, seen = 0, list(children.get(main_pid, [])), set()
-    while stack:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        stack.extend(children.get(pid, []))
-        try:
-            with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as handle:
-                cmdline = handle.read().decode("utf-8", "replace")
-        except (IOError, OSError):
-            continue
-        if cmdline.lstrip().startswith(SCHEDULER_TITLE):
-            count += 1
-    return count
-
-
-def probe_health(url, timeout):
-    """GET ``url``/health. Returns (code int|None, latency_s float, error str|None)."""
-    started = time.time()
-    try:
-        response = urlopen(url.rstrip("/") + "/health", timeout=timeout)
-        code = response.getcode()
-        response.read()
-        return code, time.time() - started, None
-    except HTTPError as exc:
-        return exc.code, time.time() - started, None
-    except (URLError, OSError, ValueError) as exc:
-        return None, time.time() - started, str(getattr(exc, "reason", exc))
-
-
 def read_journal(module, unit, invocation_id, start_timestamp):
-    cmd = [module.get_bin_path("journalctl", required=True), "-u", unit, "-o", "cat", "--no-pager"]
-    if invocation_id:
-        cmd.append("_SYSTEMD_INVOCATION_ID=%s" % invocation_id)
-    elif start_timestamp:
-        parts = start_timestamp.split()
-        # "Mon 2026-05-18 10:00:00 UTC" -> "2026-05-18 10:00:00"
-        cmd += ["--since", " ".join(p for p in parts if p[:1].isdigit())]
+    cmd = journal_command(module.get_bin_path("journalctl", required=True), unit, invocation_id, start_timestamp)
     rc, out, err = module.run_command(cmd)
     return out if rc == 0 else ""
 
 
-def observe(module, unit, url, probe_timeout):
+def observe(module, unit, url, probe_timeout, previous=None):
+    """One observation. When the InvocationID differs from ``previous``'s, the ended invocation's journal
+    is read once more (its last lines may have arrived after the previous read) as ``previous_log``."""
     systemctl = module.get_bin_path("systemctl", required=True)
     rc, out, err = module.run_command([systemctl, "show", unit, "-p", ",".join(SHOW_PROPERTIES)])
     if rc != 0:
@@ -232,7 +159,10 @@ def observe(module, unit, url, probe_timeout):
                          (unit, rc, (err or out).strip()))
     obs = parse_show(out)
     obs["schedulers"] = count_schedulers(obs["main_pid"])
+    obs["activity"] = tree_activity(obs["main_pid"])
     obs["log"] = parse_log(read_journal(module, unit, obs["invocation_id"], obs["start_timestamp"]))
+    if previous and previous.get("invocation_id") and previous["invocation_id"] != obs["invocation_id"]:
+        obs["previous_log"] = parse_log(read_journal(module, unit, previous["invocation_id"], None))
     obs["http_code"], obs["http_latency_s"], obs["http_error"] = probe_health(url, probe_timeout)
     return obs
 
@@ -245,7 +175,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
     started = clock()
     history, transitions, verdict = [], [], None
     while True:
-        obs = observe(module, p["unit"], p["url"], probe_timeout)
+        obs = observe(module, p["unit"], p["url"], probe_timeout, history[-1] if history else None)
         obs["t"] = clock() - started
         history.append(obs)
         verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"])

@@ -49,6 +49,8 @@ def test_parse_recorded_log(name):
         assert dict((k, got["scheduler_died"][k]) for k in ("rank", "exit_code")) == want["scheduler_died"]
     if "sigquit" in want:
         assert got["sigquit"] is want["sigquit"]
+    if "crash_phase" in want:
+        assert got["crash_phase"] == want["crash_phase"]
 
 
 def test_carriage_return_redraws_are_split():
@@ -67,12 +69,15 @@ def test_only_the_first_traceback_is_reported():
 def observation(spec, cache):
     obs = {"t": 0.0, "active_state": "active", "sub_state": "running", "main_pid": 4242, "n_restarts": 0,
            "exec_main_status": None, "exec_main_code": None, "invocation_id": "inv-1", "schedulers": 8,
-           "http_code": None}
+           "http_code": None, "activity": None}
     obs.update(spec)
-    name = obs.pop("log", "")
-    if name not in cache:
-        cache[name] = parse_log(read_log(name))
-    obs["log"] = cache[name]
+    for key in ("log", "previous_log"):
+        name = obs.pop(key, "")
+        if key == "previous_log" and not name:
+            continue
+        if name not in cache:
+            cache[name] = parse_log(read_log(name))
+        obs[key] = cache[name]
     return obs
 
 
@@ -98,6 +103,22 @@ def test_classify(name):
         assert got["exit_status"]["text"] == want["exit_status_text"]
     if want["verdict"] in ("crashed", "restart_loop") and "traceback" in str(want):
         assert got["traceback"]
+
+
+def test_scheduler_titles():
+    from ansible.module_utils.sglang_observe import is_scheduler_title
+
+    assert is_scheduler_title("sglang::scheduler_TP3\0")
+    assert is_scheduler_title("sglang::scheduler\0")  # 0.5.23 at tp 1
+    assert is_scheduler_title("sglang::scheduler_DP0_TP3" + " " * 30)
+    assert not is_scheduler_title("sglang::detokenizer\0")
+    assert not is_scheduler_title("python3\0-m\0sglang::scheduler_TP0\0")
+
+
+def test_midline_log_prefix_is_split():
+    lines = split_lines("Multi-thread loading shards:  12% Completed | 8/64 [00:00<00:03]"
+                        "[2026-05-18 10:00:00 TP1] Load weight end. elapsed=3.2 s\n")
+    assert lines[0].startswith("Multi-thread") and lines[1].startswith("[2026-05-18 10:00:00 TP1] Load weight end")
 
 
 def test_classify_empty_history():

@@ -10,8 +10,9 @@ from ansible.module_utils import basic
 import http.server as BaseHTTPServer
 from conftest import FIXTURES
 
-SHOW = ("ActiveState={active}\nSubState={sub}\nMainPID={pid}\nNRestarts={restarts}\nExecMainStatus={status}\n"
-        "ExecMainCode={code}\nInvocationID={inv}\nExecMainStartTimestamp=Mon 2026-05-18 10:00:00 UTC\n")
+SHOW = ("ActiveState={active}\nSubState={sub}\nResult={result}\nMainPID={pid}\nNRestarts={restarts}\n"
+        "ExecMainStatus={status}\nExecMainCode={code}\nInvocationID={inv}\n"
+        "ExecMainStartTimestamp=Mon 2026-05-18 10:00:00 UTC\n")
 
 
 def log(name):
@@ -31,9 +32,14 @@ def script(monkeypatch, steps):
         state["cmds"].append(args)
         step = current()
         if args[1] == "show":
-            fields = dict(active="active", sub="running", pid=4242, restarts=0, status=0, code=0, inv="abc123")
+            fields = dict(active="active", sub="running", result="success", pid=4242, restarts=0, status=0, code=0,
+                          inv="abc123")
             fields.update(step.get("show", {}))
             return 0, SHOW.format(**fields), ""
+        if any(a.startswith("_SYSTEMD_INVOCATION_ID=") and a != "_SYSTEMD_INVOCATION_ID=%s" % step.get(
+                "show", {}).get("inv", "abc123") for a in args):
+            name = step.get("previous_log")  # the ended invocation's journal, re-read
+            return 0, log(name) if name else "", ""
         return 0, log(step["log"]) if step.get("log") else "", ""
 
     def sleep(seconds):
@@ -46,6 +52,7 @@ def script(monkeypatch, steps):
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
     monkeypatch.setattr(sglang_health, "count_schedulers", lambda pid: current().get("schedulers", 8))
+    monkeypatch.setattr(sglang_health, "tree_activity", lambda pid: current().get("activity"))
     monkeypatch.setattr(sglang_health, "probe_health", lambda url, timeout: (current().get("http"), 0.01, None))
     monkeypatch.setattr(sglang_health.time, "sleep", sleep)
     monkeypatch.setattr(sglang_health.time, "monotonic", lambda: clock["t"])
@@ -72,7 +79,7 @@ def test_ready_after_loading_capturing_warming(module_runner, monkeypatch):
     assert result["elapsed_s"] == 4.0
     show = state["cmds"][0]
     assert show == ["/usr/bin/systemctl", "show", "sglang@kimi.service", "-p",
-                    "ActiveState,SubState,MainPID,NRestarts,ExecMainStatus,ExecMainCode,InvocationID,"
+                    "ActiveState,SubState,Result,MainPID,NRestarts,ExecMainStatus,ExecMainCode,InvocationID,"
                     "ExecMainStartTimestamp"]
     assert state["cmds"][1] == ["/usr/bin/journalctl", "-u", "sglang@kimi.service", "-o", "cat", "--no-pager",
                                 "_SYSTEMD_INVOCATION_ID=abc123"]
@@ -86,7 +93,7 @@ def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypa
     ])
     kind, result = module_runner(sglang_health, ARGS, check_mode=True)
     assert kind == "fail"
-    assert result["verdict"] == "crashed" and result["phase"] == "capturing_cuda_graph"
+    assert result["verdict"] == "crashed" and result["phase"] == "cuda_graph_capture"
     assert result["exit_status"]["code"] == 1
     assert result["traceback"].splitlines()[-1].startswith("torch.OutOfMemoryError: CUDA out of memory")
     assert "Received sigquit" not in result["traceback"]
@@ -94,14 +101,44 @@ def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypa
     assert "exit code 1" in result["msg"] and "first error: torch.OutOfMemoryError" in result["msg"]
 
 
-def test_restart_loop(module_runner, monkeypatch):
+def test_one_restart_is_crashed_with_the_ended_runs_phase(module_runner, monkeypatch):
     script(monkeypatch, [
         {"log": "loading_multithread.log"},
-        {"log": "", "schedulers": 0, "show": {"restarts": 1, "inv": "def456", "active": "activating", "sub": "start"}},
+        {"log": "", "previous_log": "sim_crash_at_shard_43_tp8.log", "schedulers": 0,
+         "show": {"restarts": 1, "inv": "def456", "active": "activating", "sub": "start"}},
+    ])
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert result["phase"] == "loading_weights"
+    assert result["traceback"].splitlines()[-1].startswith("OSError: [Errno 5] Input/output error")
+    assert "NRestarts 0 -> 1" in result["msg"]
+
+
+def test_restart_loop(module_runner, monkeypatch):
+    script(monkeypatch, [
+        {"log": "loading_multithread.log", "advance": 60.0},
+        {"log": "", "schedulers": 0, "show": {"restarts": 2, "inv": "def456", "active": "activating", "sub": "start"}},
     ])
     kind, result = module_runner(sglang_health, ARGS)
     assert kind == "fail" and result["verdict"] == "restart_loop"
     assert "TimeoutStartSec" in result["msg"]
+
+
+def test_sandbox_deactivating_after_sigkill_is_crashed_at_once(module_runner, monkeypatch):
+    """Field finding: systemd in podman on cgroup v1 keeps deactivating/stop-sigterm until the stop timeout."""
+    script(monkeypatch, [
+        {"log": "sim_hang_at_shard_10_tp8.log", "activity": 10},
+        {"log": "sim_crash_at_shard_43_tp8.log", "schedulers": 0,
+         "show": {"active": "deactivating", "sub": "stop-sigterm", "result": "signal", "pid": 0, "code": 2,
+                  "status": 9}},
+    ])
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert [h["verdict"] for h in result["history"]] == ["loading", "crashed"]
+    assert result["elapsed_s"] == 1.0
+    assert result["exit_status"]["signal"] == "SIGKILL" and result["phase"] == "loading_weights"
+    assert "model-00043-of-000064.safetensors" in result["error"]
+    assert "killed by SIGKILL (9)" in result["msg"]
 
 
 def test_stalled(module_runner, monkeypatch):
@@ -131,15 +168,20 @@ def test_count_schedulers_walks_the_tree(tmp_path):
     proc(300, 100, b"sglang::detokenizer\x00")
     proc(301, 200, b"python3\x00-c\x00from multiprocessing.resource_tracker import main\x00")
     proc(400, 1, b"sglang::scheduler_TP0\x00")  # orphan from an earlier run: not under MainPID
+    proc(600, 1, b"python3\x00-m\x00sglang.launch_server\x00")  # tp 1: 0.5.23 drops the _TP0 suffix
+    proc(601, 600, b"sglang::scheduler\x00")
+    proc(602, 600, b"sglang::detokenizer\x00")
     proc(500, 1, b"weird) name\x00", comm="a) b")
     (tmp_path / "self").mkdir()
     assert sglang_health.count_schedulers(100, str(tmp_path)) == 8
     assert sglang_health.count_schedulers(0, str(tmp_path)) == 0
+    assert sglang_health.count_schedulers(600, str(tmp_path)) == 1
 
 
 def test_parse_show():
     obs = sglang_health.parse_show(SHOW.format(active="activating", sub="auto-restart", pid=0, restarts=3, status=9,
-                                               code=2, inv=""))
+                                               code=2, inv="", result="signal"))
+    assert obs["result"] == "signal"
     assert obs["active_state"] == "activating" and obs["sub_state"] == "auto-restart"
     assert obs["n_restarts"] == 3 and obs["exec_main_code"] == 2 and obs["invocation_id"] is None
 
@@ -187,4 +229,5 @@ def test_journal_falls_back_to_since_without_invocation_id(monkeypatch):
             return 0, "x", ""
 
     sglang_health.read_journal(M(), "u.service", None, "Mon 2026-05-18 10:00:00 UTC")
+    assert seen[0][:2] == ["/usr/bin/journalctl", "-u"]
     assert seen[0][-2:] == ["--since", "2026-05-18 10:00:00"]

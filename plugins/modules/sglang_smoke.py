@@ -1,0 +1,331 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: sglang_smoke
+short_description: Prove a ready SGLang server serves chat, reasoning and Kimi tool calls
+description:
+  - Runs on the node against its own loopback, after M(sglang_health) said C(ready). Never a readiness check itself
+    (C(/v1/models) answers 200 before the model can serve); the O(checks) are functional.
+  - C(health) - C(GET /health) answers 200.
+  - C(models) - C(GET /v1/models) lists O(served_model_name).
+  - C(chat) - a chat completion returns non-empty text with no C(<think>) or tool-call markup in C(content).
+  - C(reasoning) - the same answer carries C(reasoning_content), separated from C(content).
+  - C(tool_calls) - a non-streaming request with two tools (one hyphenated name) returns both as parsed C(tool_calls)
+    (names, JSON-object arguments) and no C(<|tool_call) markup in C(content).
+  - C(tool_calls_stream) - the same request streamed (server-sent events), deltas reassembled - both calls, arguments
+    that parse as JSON, no markup in the streamed content.
+  - Runs every check, then fails listing every failed one. Changes nothing; check mode skips the requests.
+options:
+  url:
+    description: Base URL of the server on this node.
+    type: str
+    default: http://127.0.0.1:30000
+  served_model_name:
+    description: Model name C(/v1/models) must list; used as C(model) in requests.
+    type: str
+    required: true
+  checks:
+    description: Checks to run, in this order.
+    type: list
+    elements: str
+    choices: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
+    default: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
+  probe_timeout:
+    description: Seconds for C(/health) and C(/v1/models). C(/health) runs a one-token generation (~1 s), so values
+      below 5 are raised to 5.
+    type: float
+    default: 10
+  request_timeout:
+    description: Seconds for one chat completion (streamed or not); at least 5.
+    type: float
+    default: 60
+  api_key:
+    description: Bearer token when the server runs with C(--api-key).
+    type: str
+attributes:
+  check_mode:
+    support: full
+author:
+  - SGLang deployment project
+"""
+
+EXAMPLES = r"""
+- name: Prove the Kimi-K2.5 endpoint serves chat and tool calls
+  sglang_smoke:
+    url: http://127.0.0.1:30000
+    served_model_name: Kimi-K2.5
+  register: smoke_health_smoke
+"""
+
+RETURN = r"""
+checks:
+  description: One entry per check, in order.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: tool_calls, status: failed, detail: "tool-call markup left in content", elapsed_s: 0.1}]
+  contains:
+    name:
+      description: Check name.
+      type: str
+    status:
+      description: passed, failed or skipped.
+      type: str
+    detail:
+      description: What was seen.
+      type: str
+    elapsed_s:
+      description: Seconds the check took.
+      type: float
+failed_checks:
+  description: Names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import json
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    from urllib.error import HTTPError, URLError
+    from urllib.request import Request, urlopen
+except ImportError:  # pragma: no cover - Python 2
+    from urllib2 import HTTPError, Request, URLError, urlopen
+
+ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
+MARKUP = ("<|tool_call", "<|tool_calls_section")
+THINK = ("<think>", "</think>")
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get-weather", "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "search_docs", "description": "Search the documentation.",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}},
+                       "required": ["query"]}}},
+]
+TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
+TOOL_PROMPT = ("Call both tools in parallel: get-weather for Paris and search_docs for 'sglang'. "
+               "Do not answer in text.")
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def request(url, body=None, timeout=10.0, api_key=None):
+    """GET (body None) or POST JSON. Returns (status, bytes); raises CheckFailed without an answer."""
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if api_key:
+        headers["Authorization"] = "Bearer %s" % api_key
+    req = Request(url, data=json.dumps(body).encode() if body is not None else None, headers=headers)
+    try:
+        response = urlopen(req, timeout=timeout)
+        return response.getcode(), response.read()
+    except HTTPError as exc:
+        return exc.code, exc.read()
+    except (URLError, OSError, ValueError) as exc:
+        raise CheckFailed("no answer from %s within %.0f s: %s" % (url, timeout, getattr(exc, "reason", exc)))
+
+
+def parse_json(status, raw, what):
+    if status != 200:
+        raise CheckFailed("%s answered HTTP %s: %s" % (what, status, raw[:300].decode("utf-8", "replace")))
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError:
+        raise CheckFailed("%s answered HTTP 200 without JSON: %r" % (what, raw[:200]))
+
+
+def sse_events(raw):
+    """Server-sent events of a streamed chat completion -> list of JSON chunks (``data: [DONE]`` ends it).
+    Events are separated by a blank line; an event's ``data:`` lines are joined with newlines."""
+    text = raw.decode("utf-8", "replace").replace("\r\n", "\n")
+    events, done = [], False
+    for block in text.split("\n\n"):
+        data = [line[5:].lstrip() if line.startswith("data:") else None for line in block.split("\n")]
+        data = [d for d in data if d is not None]
+        if not data:
+            continue
+        payload = "\n".join(data)
+        if payload.strip() == "[DONE]":
+            done = True
+            break
+        try:
+            events.append(json.loads(payload))
+        except ValueError:
+            raise CheckFailed("stream carried an event that is not JSON: %r" % payload[:200])
+    if not done:
+        raise CheckFailed("stream ended without data: [DONE] after %d events" % len(events))
+    return events
+
+
+def assemble_stream(events):
+    """Reassemble streamed deltas into (content, reasoning_content, tool_calls by index, finish_reason)."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for ev in events:
+        for choice in ev.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content += delta.get("content") or ""
+            reasoning += delta.get("reasoning_content") or ""
+            for tc in delta.get("tool_calls") or []:
+                call = calls.setdefault(tc.get("index", 0), {"id": None, "name": "", "arguments": ""})
+                fn = tc.get("function") or {}
+                call["id"] = tc.get("id") or call["id"]
+                call["name"] += fn.get("name") or ""
+                call["arguments"] += fn.get("arguments") or ""
+            finish = choice.get("finish_reason") or finish
+    return content, reasoning, [calls[i] for i in sorted(calls)], finish
+
+
+def verify_tool_calls(calls, content):
+    """Both tools called, by name, each with arguments that parse as a JSON object; no markup in content."""
+    problems = []
+    names = [c.get("name") for c in calls]
+    if sorted(names) != sorted(TOOL_NAMES):
+        problems.append("expected parsed tool_calls %s, got %s" % (TOOL_NAMES, names or "none"))
+    for call in calls:
+        try:
+            args = json.loads(call.get("arguments") or "")
+            if not isinstance(args, dict):
+                raise ValueError
+        except ValueError:
+            problems.append("arguments of %s are not a JSON object: %r" % (call.get("name"), call.get("arguments")))
+    if any(m in (content or "") for m in MARKUP):
+        problems.append("tool-call markup left in content (is --tool-call-parser kimi_k2 set?): %r"
+                        % (content or "")[:160])
+    if problems:
+        raise CheckFailed("; ".join(problems))
+    return "%d calls: %s" % (len(calls), ", ".join("%s(%s)" % (c["name"], c["arguments"]) for c in calls))
+
+
+class Smoke(object):
+    def __init__(self, params):
+        self.base = params["url"].rstrip("/")
+        self.model = params["served_model_name"]
+        self.probe_timeout = max(5.0, float(params["probe_timeout"]))
+        self.request_timeout = max(5.0, float(params["request_timeout"]))
+        self.api_key = params.get("api_key")
+        self._chat = None
+
+    def chat_body(self, **extra):
+        body = {"model": self.model, "max_tokens": 256, "temperature": 0}
+        body.update(extra)
+        return body
+
+    def post(self, body):
+        return request(self.base + "/v1/chat/completions", body, self.request_timeout, self.api_key)
+
+    def check_health(self):
+        status, raw = request(self.base + "/health", None, self.probe_timeout, self.api_key)
+        if status != 200:
+            raise CheckFailed("/health answered %s; expected 200 (sglang_health should have waited for ready)" % status)
+        return "/health 200"
+
+    def check_models(self):
+        data = parse_json(*request(self.base + "/v1/models", None, self.probe_timeout, self.api_key),
+                          what="/v1/models")
+        ids = [m.get("id") for m in data.get("data") or []]
+        if self.model not in ids:
+            raise CheckFailed("/v1/models lists %s, not %r (--served-model-name?)" % (ids, self.model))
+        return "lists %s" % self.model
+
+    def chat_message(self):
+        if self._chat is None:
+            body = self.chat_body(messages=[{"role": "user", "content": "Say hello in one short sentence."}])
+            data = parse_json(*self.post(body), what="/v1/chat/completions")
+            try:
+                self._chat = data["choices"][0]["message"]
+            except (KeyError, IndexError, TypeError):
+                raise CheckFailed("chat completion without choices[0].message: %r" % str(data)[:200])
+        return self._chat
+
+    def check_chat(self):
+        content = (self.chat_message().get("content") or "").strip()
+        if not content:
+            raise CheckFailed("chat completion returned no text in content")
+        if any(m in content for m in MARKUP + THINK):
+            raise CheckFailed("markup in content: %r" % content[:160])
+        return "content %r" % content[:80]
+
+    def check_reasoning(self):
+        msg = self.chat_message()
+        reasoning, content = (msg.get("reasoning_content") or "").strip(), msg.get("content") or ""
+        if not reasoning:
+            hint = " (reasoning left in content: is --reasoning-parser kimi_k2 set?)" if "</think>" in content else ""
+            raise CheckFailed("no reasoning_content%s" % hint)
+        if any(m in content for m in THINK):
+            raise CheckFailed("<think> markup left in content: %r" % content[:160])
+        return "reasoning_content %d chars, separate from content" % len(reasoning)
+
+    def check_tool_calls(self):
+        body = self.chat_body(messages=[{"role": "user", "content": TOOL_PROMPT}], tools=TOOLS)
+        data = parse_json(*self.post(body), what="/v1/chat/completions (tools)")
+        msg = (data.get("choices") or [{}])[0].get("message") or {}
+        calls = [{"id": c.get("id"), "name": (c.get("function") or {}).get("name"),
+                  "arguments": (c.get("function") or {}).get("arguments")} for c in msg.get("tool_calls") or []]
+        return verify_tool_calls(calls, msg.get("content"))
+
+    def check_tool_calls_stream(self):
+        body = self.chat_body(messages=[{"role": "user", "content": TOOL_PROMPT}], tools=TOOLS, stream=True)
+        status, raw = self.post(body)
+        if status != 200:
+            raise CheckFailed("streamed tool-call request answered HTTP %s: %r" % (status, raw[:200]))
+        content, _, calls, finish = assemble_stream(sse_events(raw))
+        detail = verify_tool_calls(calls, content)
+        return "%s; finish_reason %s" % (detail, finish)
+
+    def run(self, names, check_mode=False):
+        results = []
+        for name in names:
+            started = time.time()
+            if check_mode:
+                results.append({"name": name, "status": "skipped", "detail": "check mode: no request sent",
+                                "elapsed_s": 0.0})
+                continue
+            try:
+                detail, status = getattr(self, "check_" + name)(), "passed"
+            except CheckFailed as exc:
+                detail, status = str(exc), "failed"
+            results.append({"name": name, "status": status, "detail": detail,
+                            "elapsed_s": round(time.time() - started, 3)})
+        return results
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:30000"),
+            served_model_name=dict(type="str", required=True),
+            checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(ALL_CHECKS)),
+            probe_timeout=dict(type="float", default=10.0),
+            request_timeout=dict(type="float", default=60.0),
+            api_key=dict(type="str", no_log=True),
+        ),
+        supports_check_mode=True,
+    )
+    results = Smoke(module.params).run(module.params["checks"], module.check_mode)
+    failed = [r for r in results if r["status"] == "failed"]
+    out = dict(changed=False, checks=results, failed_checks=[r["name"] for r in failed])
+    if module.check_mode:
+        module.exit_json(msg="check mode: %d smoke checks skipped, no request sent" % len(results), **out)
+    if failed:
+        module.fail_json(msg="%d of %d smoke checks failed against %s: %s" % (
+            len(failed), len(results), module.params["url"],
+            "; ".join("%s: %s" % (r["name"], r["detail"]) for r in failed)), **out)
+    module.exit_json(msg="%d smoke checks passed" % len(results), **out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""sglang_smoke against the SGLang 0.5.23 simulator on 127.0.0.1 (with and without the kimi_k2 parsers)."""
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sglang_smoke
+
+ROOT = Path(__file__).resolve().parents[4]
+_spec = importlib.util.spec_from_file_location("crash_to_verdict", ROOT / "benchmarks" / "crash_to_verdict.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+KIMI = ["--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2"]
+
+
+@pytest.fixture(scope="module")
+def sim_env(tmp_path_factory):
+    d = tmp_path_factory.mktemp("smoke")
+    return str(d), bench.sim_package(str(d / "pkg")), bench.make_checkpoint(str(d / "Kimi-K2.5"), shards=4)
+
+
+def start_sim(sim_env, extra):
+    workdir, pythonpath, ckpt = sim_env
+    sim = bench.SimProcess(sys.executable, pythonpath, ["--model-path", ckpt, "--served-model-name", "Kimi-K2.5",
+                                                        "--tp-size", "2"] + extra, {}, workdir)
+    deadline = time.time() + 20
+    while "The server is fired up and ready to roll!" not in sim.log():
+        if time.time() > deadline or sim.proc.poll() is not None:
+            sim.stop()
+            raise AssertionError("simulator not ready:\n" + sim.log()[-2000:])
+        time.sleep(0.05)
+    return sim
+
+
+@pytest.fixture(scope="module")
+def kimi_sim(sim_env):
+    sim = start_sim(sim_env, KIMI)
+    yield sim
+    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def plain_sim(sim_env):
+    sim = start_sim(sim_env, [])
+    yield sim
+    sim.stop()
+
+
+def test_all_checks_pass_with_the_kimi_parsers(module_runner, kimi_sim):
+    kind, result = module_runner(sglang_smoke, {"url": kimi_sim.url, "served_model_name": "Kimi-K2.5"})
+    assert kind == "exit", result["msg"]
+    assert result["changed"] is False and result["failed_checks"] == []
+    by_name = {c["name"]: c for c in result["checks"]}
+    assert list(by_name) == ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
+    assert all(c["status"] == "passed" for c in result["checks"])
+    assert 'get-weather({"city": "Paris"})' in by_name["tool_calls"]["detail"]
+    assert "search_docs(" in by_name["tool_calls_stream"]["detail"]
+    assert "finish_reason tool_calls" in by_name["tool_calls_stream"]["detail"]
+
+
+def test_without_parsers_markup_leaks_and_the_smoke_fails_naming_the_checks(module_runner, plain_sim):
+    kind, result = module_runner(sglang_smoke, {"url": plain_sim.url, "served_model_name": "Kimi-K2.5"})
+    assert kind == "fail"
+    assert result["failed_checks"] == ["chat", "reasoning", "tool_calls", "tool_calls_stream"]
+    by_name = {c["name"]: c for c in result["checks"]}
+    assert by_name["health"]["status"] == "passed" and by_name["models"]["status"] == "passed"
+    assert "tool-call markup left in content" in by_name["tool_calls"]["detail"]
+    assert "tool-call markup left in content" in by_name["tool_calls_stream"]["detail"]
+    assert "--reasoning-parser kimi_k2" in by_name["reasoning"]["detail"]
+    assert result["msg"].startswith("4 of 6 smoke checks failed")
+    for name in result["failed_checks"]:
+        assert name + ": " in result["msg"]
+
+
+def test_wrong_served_name_fails_models(module_runner, kimi_sim):
+    kind, result = module_runner(sglang_smoke, {"url": kimi_sim.url, "served_model_name": "other",
+                                                "checks": ["models"]})
+    assert kind == "fail" and result["failed_checks"] == ["models"]
+    assert "not 'other'" in result["checks"][0]["detail"]
+
+
+def test_check_mode_sends_nothing(module_runner, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("request sent in check mode")
+    monkeypatch.setattr(sglang_smoke, "urlopen", boom)
+    kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "x"},
+                                 check_mode=True)
+    assert kind == "exit" and result["changed"] is False
+    assert {c["status"] for c in result["checks"]} == {"skipped"} and "check mode" in result["msg"]
+
+
+def test_nothing_listening_fails_every_check_with_the_timeout(module_runner):
+    kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "x",
+                                                "probe_timeout": 1, "request_timeout": 1})
+    assert kind == "fail" and len(result["failed_checks"]) == 6
+    assert "within 5 s" in result["checks"][0]["detail"]  # probe timeouts are never below 5 s
+
+
+def test_sse_parsing_joins_multiline_data_and_needs_done():
+    raw = (b'data: {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "a", "function": '
+           b'{"name": "get-weather", "arguments": ""}}]}}]}\r\n\r\n'
+           b'data: {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\\"city\\":"}}]}}]}\n\n'
+           b'data: {"choices": [{"delta": {"tool_calls":\ndata: [{"index": 0, "function": {"arguments": " 1}"}}]}}]}\n\n'
+           b': keep-alive comment\n\n'
+           b'data: [DONE]\n\n')
+    content, reasoning, calls, finish = sglang_smoke.assemble_stream(sglang_smoke.sse_events(raw))
+    assert calls == [{"id": "a", "name": "get-weather", "arguments": '{"city": 1}'}]
+    with pytest.raises(sglang_smoke.CheckFailed, match="without data: \\[DONE\\]"):
+        sglang_smoke.sse_events(b'data: {"choices": []}\n\n')
+
+
+def test_second_call_dropped_in_stream_fails():
+    with pytest.raises(sglang_smoke.CheckFailed, match="expected parsed tool_calls"):
+        sglang_smoke.verify_tool_calls([{"name": "get-weather", "arguments": "{}"}], "")
+    with pytest.raises(sglang_smoke.CheckFailed, match="not a JSON object"):
+        sglang_smoke.verify_tool_calls([{"name": "get-weather", "arguments": "{"},
+                                        {"name": "search_docs", "arguments": "{}"}], None)
