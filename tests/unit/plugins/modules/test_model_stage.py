@@ -38,6 +38,22 @@ def source(tmp_path):
     return src
 
 
+class FakeModule(object):
+    def __init__(self, params, check_mode=False):
+        self.params = dict(DEFAULTS, **params)
+        self.check_mode = check_mode
+        self.warnings = []
+
+    def warn(self, msg):
+        self.warnings.append(msg)
+
+
+DEFAULTS = dict(source="path", source_path=None, url=None, manifest="SHA256SUMS", token=None, headers={}, parallel=4,
+                retries=0, retry_delay=0.0, timeout=10, progress_file=None, progress_interval=0.0, hf_repo_id=None,
+                hf_revision=None, hf_endpoint="", hf_python="/bin/false", hf_helper=None, allow_patterns=[],
+                store="/srv/models", link_mode="copy")
+
+
 def args(source, tmp_path, **kw):
     base = dict(name="Kimi-K2.5", revision="r1", source="path", source_path=str(source), store=str(tmp_path / "store"))
     base.update(kw)
@@ -143,16 +159,11 @@ def test_not_enough_space_gives_both_numbers(source, tmp_path, module_runner, mo
 def test_space_check_in_gb(source, tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(0, 0, 100 * 10 ** 9))
-    monkeypatch.setattr(model_stage, "plan_source", lambda p: {
+    monkeypatch.setattr(model_stage.PathSource, "plan", lambda self: {
         "index": {"shards": ["a"], "total_size": None, "tensors_by_shard": {}}, "files": ["a"],
-        "sizes": {"a": 547 * 10 ** 9}, "skipped": []})
-
-    class M(object):
-        check_mode = True
-        params = args(source, tmp_path, link_mode="copy")
-
+        "sizes": {"a": 547 * 10 ** 9}, "skipped": [], "sha256": {}})
     with pytest.raises(model_stage.StageError) as err:
-        model_stage.stage(M())
+        model_stage.stage(FakeModule(args(source, tmp_path, link_mode="copy"), check_mode=True))
     assert "need 574.4 GB (547.0 GB still to copy + 5%), 100.0 GB free" in str(err.value)
 
 
@@ -160,15 +171,15 @@ def test_interrupted_copy_resumes(source, tmp_path, module_runner, monkeypatch):
     real = model_stage.copy_and_hash
     calls = []
 
-    def flaky(src, dst, buffer_bytes=model_stage.BUFFER_BYTES):
+    def flaky(src, dst, buffer_bytes=model_stage.BUFFER_BYTES, on_bytes=None):
         calls.append(src)
         if src.endswith(SHARDS[1]):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst, buffer_bytes)
+        return real(src, dst, buffer_bytes, on_bytes)
 
     monkeypatch.setattr(model_stage, "copy_and_hash", flaky)
-    kind, result = module_runner(model_stage, args(source, tmp_path))
-    assert kind == "fail" and "disk full while staging" in result["msg"]
+    kind, result = module_runner(model_stage, args(source, tmp_path, parallel=1))
+    assert kind == "fail" and "%s: disk full while writing it" % SHARDS[1] in result["msg"]
     assert not (tmp_path / "store" / "Kimi-K2.5" / "current").exists()
     monkeypatch.setattr(model_stage, "copy_and_hash", real)
     kind, result = module_runner(model_stage, args(source, tmp_path))
@@ -186,15 +197,34 @@ def test_hardlink_mode_shares_inodes(source, tmp_path, module_runner):
     assert os.stat(str(final / SHARDS[0])).st_ino == os.stat(str(source / SHARDS[0])).st_ino
 
 
-def test_changed_staged_file_is_reported(source, tmp_path, module_runner):
+def test_changed_staged_file_is_copied_again_and_the_rest_kept(source, tmp_path, module_runner):
     module_runner(model_stage, args(source, tmp_path))
     final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    kept = os.stat(str(final / SHARDS[0])).st_ino
+    good = (final / "config.json").read_bytes()
     with open(str(final / "config.json"), "a") as handle:
         handle.write(" ")
     kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit", result
+    assert result["changed"] is True and result["repaired"] == ["config.json"]
+    assert "config.json (size, mtime_ns changed)" in result["actions"][0]
+    assert result["copied_bytes"] == len(good)
+    assert (final / "config.json").read_bytes() == good
+    assert os.stat(str(final / SHARDS[0])).st_ino == kept
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert result["changed"] is False and result["copied_bytes"] == 0
+
+
+def test_staged_file_whose_source_changed_is_refused(source, tmp_path, module_runner):
+    module_runner(model_stage, args(source, tmp_path))
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    (final / "config.json").write_text("{}")
+    (source / "config.json").write_text(json.dumps({"architectures": ["Other"]}))
+    kind, result = module_runner(model_stage, args(source, tmp_path))
     assert kind == "fail"
-    assert "config.json (size, mtime_ns changed)" in result["msg"] or "config.json (size" in result["msg"]
-    assert "move %s aside" % final in result["msg"]
+    assert "config.json: the source now has different bytes" in result["msg"]
+    assert "new revision label" in result["msg"]
+    assert (final / "config.json").read_text() == "{}"
 
 
 def test_new_revision_flips_current_and_keeps_old(source, tmp_path, module_runner):

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Benchmark model_stage (source=http) against plain cp and cp + sha256sum, and the no-op re-run at 1x and 2x bytes.
+
+    /tmp/venvtest/bin/python benchmarks/stage_bench.py --gb 1          # default 4; needs safetensors + numpy
+
+1. writes a real-format checkpoint of ``--gb`` GB (``--shards`` shards, tests/sandbox/checkpoint.py) with SHA256SUMS;
+2. serves it from a separate process on 127.0.0.1 (tests/sandbox/fake_hub.py, sendfile, honours Range);
+3. times ``cp -r`` of the directory, ``cp -r`` then ``sha256sum`` of the copy, and a staging run of the module (its
+   own process, as on a node: download with ``--parallel`` threads, sha256 while writing, verify, rename, flip);
+4. times the no-op re-run (stat only) in-process, best of ``--repeat``, for this checkpoint and for one with the
+   same shard count and 2x the bytes.
+
+Source files are warm in the page cache for every contender (each is read once before timing). Targets:
+staging <= 1.15 x cp, no-op(2x) / no-op(1x) <= 1.1. Disk peak is about 5 x ``--gb``; everything under ``--workdir``
+is removed at the end unless ``--keep``. ``cp`` does not fsync while model_stage fsyncs every file before it
+records it as done; ``cp + sync`` is printed too.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
+sys.path.insert(0, os.path.join(ROOT, "plugins", "modules"))
+
+import ansible.module_utils  # noqa: E402
+
+ansible.module_utils.__path__.append(os.path.join(ROOT, "plugins", "module_utils"))
+import model_stage  # noqa: E402
+
+
+def make_checkpoint(out, shards, shard_bytes):
+    """``shards`` real safetensors files of ``shard_bytes`` each (4 U8 tensors of random bytes), index, config,
+    tokenizer config and SHA256SUMS (same layout as tests/sandbox/checkpoint.py, whose miniature model caps the size)."""
+    import hashlib
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(7)
+    weight_map, total, files = {}, 0, {}
+    for i in range(1, shards + 1):
+        name = "model-%05d-of-%06d.safetensors" % (i, shards)
+        tensors = {"language_model.model.layers.%d.w%d" % (i, j): np.frombuffer(rng.bytes(shard_bytes // 4), np.uint8)
+                   for j in range(4)}
+        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+        weight_map.update(dict((k, name) for k in tensors))
+        total += sum(t.nbytes for t in tensors.values())
+    meta = {"model.safetensors.index.json": {"metadata": {"total_size": total}, "weight_map": weight_map},
+            "config.json": {"architectures": ["KimiK25ForConditionalGeneration"]},
+            "tokenizer_config.json": {"model_max_length": 262144}}
+    for name, data in meta.items():
+        with open(os.path.join(out, name), "w") as handle:
+            json.dump(data, handle)
+    sums = []
+    for name in sorted(os.listdir(out)):
+        digest = hashlib.sha256()
+        with open(os.path.join(out, name), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+        sums.append("%s  %s\n" % (digest.hexdigest(), name))
+        files[name] = os.path.getsize(os.path.join(out, name))
+    with open(os.path.join(out, "SHA256SUMS"), "w") as handle:
+        handle.writelines(sums)
+    return {"files": files}
+
+
+class Module(object):
+    check_mode = False
+
+    def __init__(self, params):
+        self.params = params
+
+    def warn(self, msg):
+        print("warning: %s" % msg)
+
+
+def params(url, store, revision, parallel):
+    return dict(name="Kimi-K2.5", revision=revision, source="http", source_path=None, url=url, manifest="SHA256SUMS",
+                token=None, headers={}, parallel=parallel, retries=3, retry_delay=1.0, timeout=60, progress_file=None,
+                progress_interval=5.0, hf_repo_id=None, hf_revision=None, hf_endpoint="", hf_python="", hf_helper=None,
+                allow_patterns=[], store=store, link_mode="copy")
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def timed(argv, **kw):
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, **kw)
+    return time.perf_counter() - start
+
+
+def warm(directory):
+    subprocess.run("cat %s/* > /dev/null" % directory, shell=True, check=True)
+
+
+def serve(directory):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "sandbox", "fake_hub.py"), directory,
+                             "--port", str(port)], stdout=subprocess.PIPE)
+    proc.stdout.readline()
+    return proc, "http://127.0.0.1:%d" % port
+
+
+def stage_process(url, store, revision, parallel):
+    argsfile = os.path.join(store + ".args.json")
+    with open(argsfile, "w") as handle:
+        json.dump({"ANSIBLE_MODULE_ARGS": params(url, store, revision, parallel)}, handle)
+    runner = ("import sys, runpy, ansible.module_utils as m; m.__path__.append(%r); sys.argv[1:] = [%r]; "
+              "runpy.run_path(%r, run_name='__main__')" % (os.path.join(ROOT, "plugins", "module_utils"), argsfile,
+                                                           os.path.join(ROOT, "plugins", "modules", "model_stage.py")))
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", runner], capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    os.unlink(argsfile)
+    result = json.loads(out.stdout)
+    if result.get("failed"):
+        raise SystemExit("staging failed: %s" % result["msg"])
+    return elapsed, result
+
+
+def noop_time(url, store, revision, parallel, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = model_stage.stage(Module(params(url, store, revision, parallel)))
+        times.append(time.perf_counter() - start)
+        assert result["changed"] is False and result["copied_bytes"] == 0, result
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gb", type=float, default=4.0, help="checkpoint size in GB (default 4)")
+    ap.add_argument("--shards", type=int, default=16)
+    ap.add_argument("--parallel", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--workdir", default="/tmp/stage-bench")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    work = args.workdir
+    os.makedirs(work, exist_ok=True)
+    try:
+        report = {}
+        for factor in (1, 2):
+            src = os.path.join(work, "src%dx" % factor, "Kimi-K2.5")
+            shard_bytes = int(args.gb * factor * 1e9 / args.shards)
+            t0 = time.perf_counter()
+            summary = make_checkpoint(src, args.shards, shard_bytes)
+            nbytes = sum(summary["files"].values())
+            print("%dx: checkpoint %.2f GB in %d shards written in %.1f s" % (
+                factor, nbytes / 1e9, args.shards, time.perf_counter() - t0), flush=True)
+            warm(src)
+            if factor == 1:
+                dst = os.path.join(work, "cp")
+                t_cp = timed(["cp", "-r", src, dst])
+                t_cpsync = t_cp + timed(["sync"])
+                shutil.rmtree(dst)
+                subprocess.run(["sync"], check=True)
+                warm(src)
+                start = time.perf_counter()
+                subprocess.run(["cp", "-r", src, dst], check=True)
+                subprocess.run("cd %s && sha256sum -c --quiet SHA256SUMS" % dst, shell=True, check=True)
+                t_cpsum = time.perf_counter() - start
+                shutil.rmtree(dst)
+                subprocess.run(["sync"], check=True)
+                warm(src)
+            server, url = serve(src)
+            try:
+                store = os.path.join(work, "store%dx" % factor)
+                t_stage, result = stage_process(url, store, "r1", args.parallel)
+                assert result["verified"] and result["copied_bytes"] == result["total_bytes"], result
+                t_noop = noop_time(url, store, "r1", args.parallel, args.repeat)
+            finally:
+                server.terminate()
+                server.wait(10)
+            report[factor] = dict(bytes=nbytes, stage=t_stage, noop=t_noop, progress=result["progress"][-1])
+            if factor == 1:
+                report[1].update(cp=t_cp, cpsum=t_cpsum, cpsync=t_cpsync)
+            shutil.rmtree(os.path.dirname(src))  # keep disk use low: the 2x run does not need 1x's source
+            shutil.rmtree(store)
+        one, two = report[1], report[2]
+        gb = one["bytes"] / 1e9
+        print()
+        print("bytes: %.2f GB, %d shards, parallel %d, %d CPU(s)" % (gb, args.shards, args.parallel, os.cpu_count()))
+        print("cp -r                       %7.2f s  %5.2f GB/s  1.00x" % (one["cp"], gb / one["cp"]))
+        print("cp -r + sync                %7.2f s  %5.2f GB/s  %.2fx" % (one["cpsync"], gb / one["cpsync"],
+                                                                         one["cpsync"] / one["cp"]))
+        print("cp -r + sha256sum -c        %7.2f s  %5.2f GB/s  %.2fx" % (one["cpsum"], gb / one["cpsum"],
+                                                                         one["cpsum"] / one["cp"]))
+        print("model_stage http (sha256)   %7.2f s  %5.2f GB/s  %.2fx  (target <= 1.15x)" % (
+            one["stage"], gb / one["stage"], one["stage"] / one["cp"]))
+        print("  last progress line: %s" % one["progress"])
+        print("no-op re-run 1x             %7.4f s" % one["noop"])
+        print("no-op re-run 2x             %7.4f s  ratio %.2f  (target <= 1.1)" % (two["noop"], two["noop"] / one["noop"]))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Transfers for model_stage: sha256 manifests, resumable HTTP downloads, progress (stdlib only).
+
+* ``parse_manifest`` reads ``SHA256SUMS`` (``sha256sum`` output: ``<64 hex><space><space or *><name>``)
+  or a JSON manifest ``{"files": {"<name>": {"sha256": "<hex>", "size": <bytes>}}}``.
+* ``Mirror`` talks to a plain HTTP(S) mirror (any static file server that honours ``Range``): small
+  metadata GETs, ``HEAD`` for sizes, and ``download`` which writes ``<dest>.download`` while hashing
+  (one pass), resumes a partial file with ``Range: bytes=N-`` only when the server answers ``206`` with a
+  ``Content-Range`` starting at N (anything else restarts the file from byte 0), retries transient
+  failures with exponential backoff, and renames to ``<dest>`` once size and sha256 match.
+* ``Progress`` renders ``staged 12/64 shards, 143.2/547.0 GB, 1.9 GB/s, ETA 3m`` lines, at most one per
+  interval, into a list and (appended) into a progress file that an operator or the role can tail.
+
+Headers (tokens) are never put into messages; URLs in messages have any user:password removed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+import time
+from http.client import HTTPException
+from urllib.error import HTTPError, URLError
+from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.request import Request, urlopen
+
+__metaclass__ = type
+
+CHUNK_BYTES = 1024 * 1024
+METADATA_LIMIT = 256 * 1024 * 1024
+DOWNLOAD_SUFFIX = ".download"
+GB = 1000.0 ** 3
+_SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+# HTTP statuses worth retrying; every other 4xx is final (404: not on the mirror, 401/403: token).
+RETRY_STATUSES = (408, 425, 429, 500, 502, 503, 504)
+
+
+class FetchError(Exception):
+    """A file could not be fetched; ``name`` is the file (relative name), ``reason`` says why."""
+
+    def __init__(self, name, reason):
+        super(FetchError, self).__init__("%s: %s" % (name, reason))
+        self.name = name
+        self.reason = reason
+
+
+class TransientError(Exception):
+    """A failure that a retry may cure (connection reset, timeout, short body, 5xx)."""
+
+
+class ChecksumError(TransientError):
+    """The bytes received do not hash to the manifest's sha256 (retried once from byte 0)."""
+
+
+# ---------------------------------------------------------------- manifests
+
+def parse_sha256sums(text, source="SHA256SUMS"):
+    """``{relative name: sha256 hex}`` from ``sha256sum`` output. Raises ValueError naming bad lines."""
+    sums, bad = {}, []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.rstrip("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _SUM_LINE.match(line)
+        if not match:
+            bad.append(number)
+            continue
+        name = match.group(2)
+        if name.startswith("./"):
+            name = name[2:]
+        sums[name] = match.group(1).lower()
+    if bad:
+        raise ValueError("%s: line(s) %s are not '<sha256>  <file>' (sha256sum format)"
+                         % (source, ", ".join(str(n) for n in bad[:10])))
+    if not sums:
+        raise ValueError("%s: no checksums in it; expected sha256sum output, one line per file" % source)
+    return sums
+
+
+def parse_manifest(raw, source="SHA256SUMS"):
+    """Parse a manifest (bytes). Returns ``(sha256 by name, size by name)``; sizes only from JSON."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("%s: not UTF-8 text" % source)
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError("%s: not valid JSON (%s)" % (source, exc))
+        files = data.get("files") if isinstance(data, dict) else None
+        if not isinstance(files, dict) or not files:
+            raise ValueError('%s: expected {"files": {"<name>": {"sha256": "<hex>", "size": <bytes>}}}' % source)
+        sums, sizes, bad = {}, {}, []
+        for name, rec in sorted(files.items()):
+            sha = rec.get("sha256") if isinstance(rec, dict) else rec
+            if not isinstance(sha, str) or not re.match(r"^[0-9a-fA-F]{64}$", sha):
+                bad.append(name)
+                continue
+            sums[name] = sha.lower()
+            size = rec.get("size") if isinstance(rec, dict) else None
+            if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+                sizes[name] = size
+        if bad:
+            raise ValueError("%s: no valid sha256 for %s" % (source, ", ".join(bad[:10])))
+        return sums, sizes
+    return parse_sha256sums(text, source), {}
+
+
+# ---------------------------------------------------------------- hashing
+
+def hash_prefix(path, length=None, chunk=CHUNK_BYTES):
+    """sha256 object over the first ``length`` bytes (all when None) of ``path``; returns (hash, bytes read)."""
+    digest = hashlib.sha256()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    done = 0
+    with open(path, "rb", buffering=0) as handle:
+        while length is None or done < length:
+            want = chunk if length is None else min(chunk, length - done)
+            n = handle.readinto(view[:want])
+            if not n:
+                break
+            digest.update(view[:n])
+            done += n
+    return digest, done
+
+
+# ---------------------------------------------------------------- http
+
+def redact_url(url):
+    """``url`` without user:password."""
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
+    return urlunsplit(parts)
+
+
+def join_url(base, name):
+    return base.rstrip("/") + "/" + quote(name)
+
+
+def _is_transient(exc):
+    if isinstance(exc, HTTPError):
+        return exc.code in RETRY_STATUSES
+    return isinstance(exc, (URLError, HTTPException, socket.timeout, ConnectionError, TransientError, OSError))
+
+
+def _describe(exc):
+    if isinstance(exc, HTTPError):
+        hint = ""
+        if exc.code in (401, 403):
+            hint = " (the mirror wants credentials: set the token or headers option)"
+        elif exc.code == 404:
+            hint = " (not on the mirror)"
+        return "HTTP %d %s%s" % (exc.code, exc.reason, hint)
+    if isinstance(exc, URLError):
+        return "cannot connect (%s)" % (exc.reason,)
+    return "%s: %s" % (type(exc).__name__, exc) if str(exc) else type(exc).__name__
+
+
+class Mirror(object):
+    """A mirror base URL plus request headers (credentials stay in ``headers``, never in messages)."""
+
+    def __init__(self, base_url, headers=None, timeout=60, retries=5, retry_delay=2.0, chunk=CHUNK_BYTES,
+                 sleep=time.sleep, stop=None):
+        self.base_url = base_url
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self.chunk = chunk
+        self.sleep = sleep
+        self.stop = stop or threading.Event()
+
+    def url(self, name):
+        if re.match(r"^[a-z][a-z0-9+.-]*://", name):
+            return name
+        return join_url(self.base_url, name)
+
+    def _open(self, url, method="GET", extra=None):
+        headers = dict(self.headers)
+        headers.update(extra or {})
+        headers.setdefault("Accept-Encoding", "identity")
+        return urlopen(Request(url, headers=headers, method=method), timeout=self.timeout)
+
+    def _with_retries(self, name, func):
+        attempt = 0
+        while True:
+            if self.stop.is_set():
+                raise FetchError(name, "cancelled after another file failed")
+            try:
+                return func()
+            except FetchError:
+                raise
+            except Exception as exc:  # classified below; anything unexpected is final
+                if not _is_transient(exc) or attempt >= self.retries:
+                    tail = " after %d attempts" % (attempt + 1) if attempt else ""
+                    raise FetchError(name, "%s from %s%s" % (_describe(exc), redact_url(self.url(name)), tail))
+                self.sleep(min(self.retry_delay * (2 ** attempt), 60.0))
+                attempt += 1
+
+    def get_bytes(self, name, limit=METADATA_LIMIT):
+        """GET a small file (index, manifest) into memory."""
+        def once():
+            with self._open(self.url(name)) as resp:
+                data = resp.read(limit + 1)
+            if len(data) > limit:
+                raise FetchError(name, "larger than %d bytes; not a metadata file" % limit)
+            return data
+        return self._with_retries(name, once)
+
+    def head_size(self, name):
+        """Content-Length from a HEAD (None when the server does not say)."""
+        def once():
+            with self._open(self.url(name), method="HEAD") as resp:
+                length = resp.headers.get("Content-Length")
+            return int(length) if length is not None and length.isdigit() else None
+        return self._with_retries(name, once)
+
+    def download(self, name, dest, expected_size=None, expected_sha256=None, on_bytes=None):
+        """Fetch ``name`` into ``dest`` via ``dest + '.download'``, resuming that file when present.
+
+        Returns dict ``size``, ``sha256``, ``transferred`` (bytes over the wire this call),
+        ``resumed_from`` (bytes kept from an earlier attempt), ``restarts`` (times the file began again
+        at byte 0 because the server ignored Range or the checksum failed).
+        Raises FetchError naming the file.
+        """
+        tmp = dest + DOWNLOAD_SUFFIX
+        state = {"transferred": 0, "resumed_from": None, "restarts": 0, "checksum_failures": 0}
+
+        def once():
+            if not os.path.exists(tmp):
+                open(tmp, "wb").close()
+            have = os.path.getsize(tmp)
+            if expected_size is not None and have > expected_size:
+                os.unlink(tmp)
+                have = 0
+            digest, have = hash_prefix(tmp, have) if have else (hashlib.sha256(), 0)
+            if state["resumed_from"] is None:
+                state["resumed_from"] = have
+            if expected_size is None or have < expected_size:
+                extra = {"Range": "bytes=%d-" % have} if have else {}
+                try:
+                    resp = self._open(self.url(name), extra=extra)
+                except HTTPError as exc:
+                    if exc.code == 416 and have:  # our partial file is not a prefix the server knows
+                        os.unlink(tmp)
+                        state["restarts"] += 1
+                        raise TransientError("server refused the range from byte %d; starting over" % have)
+                    raise
+                with resp:
+                    mode = "ab"
+                    if have:
+                        content_range = resp.headers.get("Content-Range") or ""
+                        start = re.match(r"^bytes (\d+)-", content_range.strip())
+                        if resp.status != 206 or not start or int(start.group(1)) != have:
+                            # server ignored Range (200) or answered another range: start over
+                            mode, have, digest = "wb", 0, hashlib.sha256()
+                            state["restarts"] += 1
+                    buf = bytearray(self.chunk)
+                    view = memoryview(buf)
+                    with open(tmp, mode, buffering=0) as out:
+                        while True:
+                            if self.stop.is_set():
+                                raise FetchError(name, "cancelled after another file failed")
+                            n = resp.readinto(buf)
+                            if not n:
+                                break
+                            chunk = view[:n]
+                            digest.update(chunk)
+                            written = 0
+                            while written < n:
+                                written += out.write(chunk[written:])
+                            have += n
+                            state["transferred"] += n
+                            if on_bytes is not None:
+                                on_bytes(n)
+                        os.fsync(out.fileno())
+            if expected_size is not None and have != expected_size:
+                raise TransientError("got %d of %d bytes (connection ended early)" % (have, expected_size))
+            sha = digest.hexdigest()
+            if expected_sha256 and sha != expected_sha256:
+                os.unlink(tmp)
+                state["checksum_failures"] += 1
+                if state["checksum_failures"] > 1 or self.retries == 0:
+                    raise FetchError(name, "sha256 mismatch: manifest says %s, received bytes hash to %s; the "
+                                           "mirror serves a corrupt or different file" % (expected_sha256, sha))
+                state["restarts"] += 1
+                raise ChecksumError("sha256 mismatch, fetching again from byte 0")
+            os.replace(tmp, dest)
+            return sha, have
+
+        sha, size = self._with_retries(name, once)
+        return {"size": size, "sha256": sha, "transferred": state["transferred"],
+                "resumed_from": state["resumed_from"] or 0, "restarts": state["restarts"]}
+
+
+# ---------------------------------------------------------------- progress
+
+def format_duration(seconds):
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm" % ((seconds + 59) // 60)
+    return "%dh%02dm" % (seconds // 3600, (seconds % 3600) // 60)
+
+
+class Progress(object):
+    """Thread-safe progress over a set of files; ``lines`` collects what was emitted."""
+
+    def __init__(self, shard_names, total_bytes, present_bytes=0, done_shards=0, path=None, interval=10.0,
+                 clock=time.monotonic, max_lines=200):
+        self.shards = set(shard_names)
+        self.total_bytes = total_bytes
+        self.present = present_bytes
+        self.transferred = 0
+        self.done_shards = done_shards
+        self.path = path
+        self.interval = interval
+        self.clock = clock
+        self.start = clock()
+        self.last = None
+        self.lines = []
+        self.max_lines = max_lines
+        self.lock = threading.Lock()
+
+    def add(self, n):
+        with self.lock:
+            self.transferred += n
+        self.maybe_emit()
+
+    def file_done(self, name):
+        with self.lock:
+            if name in self.shards:
+                self.done_shards += 1
+        self.maybe_emit()
+
+    def line(self):
+        with self.lock:
+            done = min(self.present + self.transferred, self.total_bytes)
+            elapsed = max(self.clock() - self.start, 1e-6)
+            rate = self.transferred / elapsed
+            remaining = self.total_bytes - done
+            eta = 0 if remaining <= 0 else (remaining / rate if rate > 0 else None)
+            return "staged %d/%d shards, %.1f/%.1f GB, %.1f GB/s, ETA %s" % (
+                self.done_shards, len(self.shards), done / GB, self.total_bytes / GB, rate / GB, format_duration(eta))
+
+    def maybe_emit(self, force=False):
+        now = self.clock()
+        with self.lock:
+            if not force and self.last is not None and now - self.last < self.interval:
+                return
+            self.last = now
+        self.emit(self.line())
+
+    def emit(self, text):
+        with self.lock:
+            self.lines.append(text)
+            if len(self.lines) > self.max_lines:
+                del self.lines[1:len(self.lines) - self.max_lines + 1]
+            if self.path:
+                try:
+                    with open(self.path, "a") as handle:
+                        handle.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), text))
+                except (IOError, OSError):
+                    self.path = None  # progress is best effort; staging goes on

@@ -1,0 +1,61 @@
+"""model_fetch: manifest parsing, progress lines, URL redaction."""
+
+import pytest
+
+from ansible.module_utils.model_fetch import Progress, format_duration, parse_manifest, parse_sha256sums, redact_url
+
+A, B = "a" * 64, "B" * 64
+
+
+def test_sha256sums_text_and_binary_markers():
+    text = "%s  model-00001-of-000064.safetensors\n%s *./config.json\n\n# comment\n" % (A, B)
+    assert parse_sha256sums(text) == {"model-00001-of-000064.safetensors": A, "config.json": B.lower()}
+
+
+def test_sha256sums_bad_lines_are_named():
+    with pytest.raises(ValueError, match=r"SHA256SUMS: line\(s\) 2, 3 are not"):
+        parse_sha256sums("%s  ok\nnot a line\n%s\n" % (A, A[:10]))
+
+
+def test_json_manifest_carries_sizes():
+    sums, sizes = parse_manifest(b'{"files": {"x.safetensors": {"sha256": "%s", "size": 12}, "c.json": "%s"}}' % (
+        A.encode(), B.encode()))
+    assert sums == {"x.safetensors": A, "c.json": B.lower()} and sizes == {"x.safetensors": 12}
+
+
+def test_json_manifest_without_sha_is_refused():
+    with pytest.raises(ValueError, match="no valid sha256 for x"):
+        parse_manifest(b'{"files": {"x": {"size": 1}}}', "m.json")
+
+
+def test_progress_line_matches_the_issue_format(tmp_path):
+    now = [0.0]
+    shards = ["model-%05d-of-000064.safetensors" % i for i in range(1, 65)]
+    progress = Progress(shards, 547 * 10 ** 9, present_bytes=0, path=str(tmp_path / "p"), interval=5,
+                        clock=lambda: now[0])
+    for shard in shards[:12]:
+        progress.file_done(shard)
+    now[0] = 75.0
+    progress.add(int(143.2 * 10 ** 9) - 10 ** 8)
+    progress.add(10 ** 8)
+    assert progress.line() == "staged 12/64 shards, 143.2/547.0 GB, 1.9 GB/s, ETA 4m"
+    progress.maybe_emit(force=True)
+    assert (tmp_path / "p").read_text().splitlines()[-1].endswith("staged 12/64 shards, 143.2/547.0 GB, 1.9 GB/s, ETA 4m")
+
+
+def test_progress_is_throttled_to_the_interval():
+    now = [0.0]
+    progress = Progress(["s"], 100, interval=10, clock=lambda: now[0])
+    for t in range(0, 30):
+        now[0] = float(t)
+        progress.add(1)
+    assert len(progress.lines) == 3
+
+
+@pytest.mark.parametrize("seconds,text", [(None, "?"), (0, "0s"), (59, "59s"), (61, "2m"), (3600, "1h00m"), (7380, "2h03m")])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_redact_url_drops_credentials():
+    assert redact_url("https://user:pw@mirror.example/models/K") == "https://mirror.example/models/K"

@@ -1,0 +1,144 @@
+"""model_stage with source=hf: the module runs ``<hf_python> <hf_helper>`` and verifies what it wrote.
+
+* with a stub helper (always runs): token only in the environment, LFS sha256 checked, verification as for
+  the other sources, ``current`` untouched on failure;
+* with the real helper (roles/model_stage/files/hf_snapshot.py) and the real ``huggingface_hub`` against the
+  loopback fake hub (tests/sandbox/fake_hub.py): runs when ``MODEL_STAGE_HF_PYTHON`` names a python that has
+  ``huggingface_hub`` installed (e.g. the staging venv), skipped otherwise.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import model_stage
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
+sys.path.insert(0, HERE)
+from fake_hub import FakeHub  # noqa: E402
+from test_model_stage_http import SHARDS, mirror_dir, write_sums  # noqa: E402,F401  (fixture reuse)
+
+HELPER = os.path.join(ROOT, "roles", "model_stage", "files", "hf_snapshot.py")
+
+STUB = r'''
+import hashlib, json, os, shutil, sys
+argv = sys.argv[1:]
+opts = {}
+for i, a in enumerate(argv):
+    if a.startswith("--"):
+        opts.setdefault(a, []).append(argv[i + 1] if i + 1 < len(argv) else None)
+src = os.environ["STUB_SOURCE"]
+with open(os.environ["STUB_LOG"], "w") as log:
+    json.dump({"argv": sys.argv, "token": os.environ.get("HF_TOKEN"), "endpoint": os.environ.get("HF_ENDPOINT")}, log)
+files = {}
+for name in sorted(os.listdir(src)):
+    if opts.get("--allow-pattern") and name not in opts["--allow-pattern"]:
+        continue
+    shutil.copy(os.path.join(src, name), os.path.join(opts["--local-dir"][0], name))
+    sha = hashlib.sha256(open(os.path.join(src, name), "rb").read()).hexdigest()
+    files[name] = {"size": os.path.getsize(os.path.join(src, name)),
+                   "sha256": os.environ.get("STUB_LFS_" + name.replace(".", "_").replace("-", "_"), sha)
+                   if name.endswith(".safetensors") else None}
+json.dump({"commit": "c0ffee", "files": files}, open(opts["--report"][0], "w"))
+'''
+
+
+@pytest.fixture
+def stub(tmp_path, mirror_dir, monkeypatch):
+    path = tmp_path / "stub_helper.py"
+    path.write_text(STUB)
+    monkeypatch.setenv("STUB_SOURCE", str(mirror_dir))
+    monkeypatch.setenv("STUB_LOG", str(tmp_path / "stub.json"))
+    return path
+
+
+def hf_args(tmp_path, helper, **kw):
+    base = dict(name="Kimi-K2.5", revision="r1", source="hf", hf_repo_id="moonshotai/Kimi-K2.5",
+                hf_revision="0123456789abcdef0123456789abcdef01234567", hf_python=sys.executable,
+                hf_helper=str(helper), token="hf_s3cr3t", hf_endpoint="http://127.0.0.1:9", store=str(tmp_path / "store"),
+                progress_interval=0.1)
+    base.update(kw)
+    return base
+
+
+def test_hf_stages_with_token_only_in_the_environment(stub, tmp_path, module_runner):
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "exit", result
+    assert result["verified"] is True and result["shards"] == 4
+    model_dir = tmp_path / "store" / "Kimi-K2.5"
+    assert os.readlink(str(model_dir / "current")) == "r1"
+    log = json.loads((tmp_path / "stub.json").read_text())
+    assert log["token"] == "hf_s3cr3t" and log["endpoint"] == "http://127.0.0.1:9"
+    assert "hf_s3cr3t" not in " ".join(log["argv"]) and "hf_s3cr3t" not in json.dumps(result)
+    assert log["argv"][log["argv"].index("--revision") + 1] == "0123456789abcdef0123456789abcdef01234567"
+    manifest = json.loads((model_dir / "r1" / ".manifest.json").read_text())
+    assert "commit c0ffee" in manifest["source"]
+    assert not (model_dir / "r1" / ".cache").exists()
+    assert module_runner(model_stage, hf_args(tmp_path, stub))[1]["changed"] is False
+
+
+def test_hf_lfs_sha256_mismatch_names_the_file(stub, tmp_path, module_runner, monkeypatch):
+    monkeypatch.setenv("STUB_LFS_" + SHARDS[1].replace(".", "_").replace("-", "_"), "0" * 64)
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "fail"
+    partial = tmp_path / "store" / "Kimi-K2.5" / "r1.partial"
+    assert any(p.startswith("%s: sha256 mismatch: manifest says %s" % (partial / SHARDS[1], "0" * 64))
+               for p in result["problems"]), result["problems"]
+    assert not os.path.lexists(str(tmp_path / "store" / "Kimi-K2.5" / "current"))
+
+
+def test_hf_empty_config_is_a_staging_error(stub, mirror_dir, tmp_path, module_runner):
+    (mirror_dir / "config.json").write_bytes(b"")
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "fail"
+    assert any(p.startswith("%s: file is empty" % (tmp_path / "store" / "Kimi-K2.5" / "r1.partial" / "config.json"))
+               for p in result["problems"])
+
+
+def test_hf_helper_failure_is_reported_with_its_output(tmp_path, module_runner):
+    helper = tmp_path / "broken.py"
+    helper.write_text("import sys\nprint('RepositoryNotFoundError: 404 moonshotai/Kimi-K2.5')\nsys.exit(3)\n")
+    kind, result = module_runner(model_stage, hf_args(tmp_path, helper))
+    assert kind == "fail"
+    assert "the hf helper failed (exit 3)" in result["msg"] and "RepositoryNotFoundError" in result["msg"]
+
+
+def test_hf_missing_venv_says_what_to_do(tmp_path, module_runner):
+    kind, result = module_runner(model_stage, hf_args(tmp_path, HELPER, hf_python=str(tmp_path / "nope" / "python")))
+    assert kind == "fail" and "model_stage_hf_venv" in result["msg"]
+
+
+def test_hf_check_mode_runs_nothing(stub, tmp_path, module_runner):
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub), check_mode=True)
+    assert kind == "exit" and result["changed"] is True
+    assert not (tmp_path / "stub.json").exists() and not (tmp_path / "store").exists()
+
+
+HF_PYTHON = os.environ.get("MODEL_STAGE_HF_PYTHON")
+
+
+def _has_hub(python):
+    return python and subprocess.run([python, "-c", "import huggingface_hub"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _has_hub(HF_PYTHON), reason="set MODEL_STAGE_HF_PYTHON to a python with huggingface_hub")
+def test_real_huggingface_hub_against_the_fake_hub(mirror_dir, tmp_path, module_runner):
+    with FakeHub(str(mirror_dir), repo="moonshotai/Kimi-K2.5", require_token="hf_s3cr3t") as hub:
+        a = hf_args(tmp_path, HELPER, hf_python=HF_PYTHON, hf_endpoint=hub.url, hf_revision="main")
+        kind, result = module_runner(model_stage, a)
+        assert kind == "exit", result
+        assert result["verified"] is True
+        final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+        for shard in SHARDS:
+            assert hashlib.sha256((final / shard).read_bytes()).hexdigest() == \
+                hashlib.sha256((mirror_dir / shard).read_bytes()).hexdigest()
+        assert any(r[1].startswith("/api/models/moonshotai/Kimi-K2.5/tree/") for r in hub.requests)
+        requests = len(hub.requests)
+        assert module_runner(model_stage, a)[1]["changed"] is False
+        assert len(hub.requests) == requests
