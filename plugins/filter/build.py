@@ -1,4 +1,5 @@
-"""Filters for building FlashInfer and SGLang for SM120: arch lists, job counts, release fingerprints.
+"""Filters for building FlashInfer and SGLang for SM120: arch lists, job counts, release fingerprints,
+patch series, pip constraints and which old releases to prune.
 
 Facts come from ../shared/FIELD_NOTES.md "SM120 builds": FlashInfer's ``FLASHINFER_CUDA_ARCH_LIST`` is
 space-separated and SM120 is ``12.0f`` with CUDA >= 12.9 and ``12.0a`` with 12.8; nvcc peaks at 3-8 GB
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -97,6 +100,150 @@ def release_fingerprint(inputs: dict, length: int = 16) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[: int(length)]
 
 
+def sm_arch(compute_capability) -> str:
+    """Return torch's arch name for a compute capability: "12.0" -> "sm_120" (what get_arch_list() lists)."""
+    major, minor = (_version_tuple(compute_capability) + (0,))[:2]
+    return f"sm_{major}{minor}"
+
+
+def patch_series(paths, base_dir=None) -> list[dict]:
+    """Read an ordered list of patch files on the controller; return [{index, name, path, sha256, dest}].
+
+    ``paths`` come from the inventory (``sglang_build_patches``); relative ones are taken from ``base_dir``
+    (the inventory directory). ``dest`` is the file name on the node, numbered so the order survives
+    (``0001-fix.patch``). The sha256 of each file's bytes goes into the release fingerprint, so editing a
+    patch means a new release. Raises AnsibleFilterError naming a missing or unreadable patch.
+    """
+    if paths is None:
+        return []
+    if isinstance(paths, str) or not isinstance(paths, (list, tuple)):
+        raise AnsibleFilterError(f"patches must be a list of file paths, got {paths!r}")
+    out = []
+    for index, raw in enumerate(paths, start=1):
+        path = os.path.expanduser(str(raw))
+        if base_dir and not os.path.isabs(path):
+            path = os.path.join(str(base_dir), path)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise AnsibleFilterError(
+                f"patch {index} of {len(paths)} ({raw}) cannot be read on the controller: {exc.strerror}; "
+                f"paths are relative to {base_dir or 'the current directory'}"
+            ) from exc
+        name = os.path.basename(path)
+        out.append({"index": index, "name": name, "path": path,
+                    "sha256": hashlib.sha256(data).hexdigest(), "dest": f"{index:04d}-{name}"})
+    return out
+
+
+def patch_fingerprint(series) -> list[list[str]]:
+    """The part of ``patch_series`` that identifies a build: ordered [name, sha256] pairs."""
+    return [[item["name"], item["sha256"]] for item in series or []]
+
+
+def patch_failure(results, what="the checkout") -> str:
+    """Message for the first patch of a looped ``git apply`` that failed ('' when all applied).
+
+    ``results`` is the registered loop's ``results`` list; each item's ``item`` is a ``patch_series`` entry.
+    """
+    results = list(results or [])
+    for res in results:
+        if res.get("failed") or res.get("rc", 0) != 0:
+            item = res.get("item") or {}
+            detail = (res.get("stderr") or res.get("msg") or "").strip()
+            return (f"patch {item.get('name', '?')} ({item.get('index', '?')} of {len(results)}, "
+                    f"{item.get('path', '?')}) does not apply to {what}: {detail or 'no output'}. "
+                    "Rebase the patch onto this ref or drop it from the series; nothing was activated.")
+    return ""
+
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(==|===|<=|>=|~=|!=|<|>)\s*\S+")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def build_constraints(pins, required=None) -> str:
+    """Return constraints.txt (one pin a line, for ``pip -c``) from ``pins`` plus ``required`` pins.
+
+    ``pins`` is the inventory's list (``sglang_build_constraints``: "sglang-kernel==0.4.10", ...);
+    ``required`` are pins the role itself needs (torch==<sglang_build_torch_version>) so SGLang's own
+    dependencies cannot swap torch. A name pinned twice differently is an error naming both pins; a line
+    that is not "name<op>version" is an error. Output order: required first, then pins, duplicates dropped.
+    """
+    lines: list[str] = []
+    seen: dict[str, str] = {}
+    for pin in list(required or []) + list(pins or []):
+        pin = str(pin).strip()
+        match = _PIN.match(pin)
+        if not match:
+            raise AnsibleFilterError(f"constraint {pin!r} is not a pin such as 'torch==2.14.1'")
+        name = _canonical(match.group(1))
+        if name in seen:
+            if seen[name] != pin:
+                raise AnsibleFilterError(f"{match.group(1)} is pinned twice: {seen[name]!r} and {pin!r}")
+            continue
+        seen[name] = pin
+        lines.append(pin)
+    return "".join(line + "\n" for line in lines)
+
+
+def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -> list[str]:
+    """Pick which build outputs to delete: the names of ``entries`` beyond the newest ``keep`` complete ones.
+
+    ``entries``: [{"name" (or "path"), "mtime", "complete"}] -- ``ansible.builtin.find`` results work as
+    they are. Completeness: with ``markers`` (paths of completion markers such as ``<dir>/release.json``,
+    from another find) an entry is complete when a marker sits directly in it; without, the entry's
+    ``complete`` key, else "name does not end with .partial" (wheel dirs are published by rename).
+    ``protect``: names or paths never deleted (current, previous, the one just built).
+    ``pattern``: a regex the name must fully match to be considered at all (other files are left alone).
+    Rules: protected entries are kept and count towards ``keep``; the newest complete ones are kept up to
+    ``keep``; older complete ones go; an incomplete entry goes only when a newer complete one exists (a
+    failed build is kept for its log until something newer succeeds). Oldest first in the result.
+    """
+    try:
+        keep = int(keep)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"keep must be a number, got {keep!r}") from exc
+    if keep < 1:
+        raise AnsibleFilterError(f"keep must be at least 1 (the current release), got {keep}")
+    protect = {os.path.basename(str(p).rstrip("/")) for p in (protect or []) if p}
+    rx = re.compile(pattern) if pattern else None
+    marked = None
+    if markers is not None:
+        marked = {os.path.basename(os.path.dirname(str(m.get("path", "") if isinstance(m, dict) else m)))
+                  for m in markers}
+    items = []
+    for entry in entries or []:
+        name = os.path.basename(str(entry.get("name") or entry.get("path") or "").rstrip("/"))
+        if not name or (rx and not rx.fullmatch(name)):
+            continue
+        if marked is not None:
+            complete = name in marked
+        elif "complete" in entry:
+            complete = bool(entry["complete"])
+        else:
+            complete = not name.endswith(".partial")
+        items.append((float(entry.get("mtime", 0)), name, complete))
+    items.sort(key=lambda t: (t[0], t[1]), reverse=True)  # newest first
+    kept = sum(1 for _m, name, _c in items if name in protect)
+    newest_complete = max((m for m, _n, c in items if c), default=None)
+    doomed = []
+    for mtime, name, complete in items:
+        if name in protect:
+            continue
+        if complete:
+            if kept < keep:
+                kept += 1
+                continue
+            doomed.append((mtime, name))
+        elif newest_complete is not None and mtime < newest_complete:
+            doomed.append((mtime, name))
+    return [name for _m, name in sorted(doomed)]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -104,4 +251,10 @@ class FilterModule:
             "torch_arch_list": torch_arch_list,
             "build_jobs": build_jobs,
             "release_fingerprint": release_fingerprint,
+            "sm_arch": sm_arch,
+            "patch_series": patch_series,
+            "patch_fingerprint": patch_fingerprint,
+            "patch_failure": patch_failure,
+            "build_constraints": build_constraints,
+            "prune_selection": prune_selection,
         }

@@ -12,6 +12,8 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
     git/flashinfer.git           bare repo, tag v0.7.2
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
+    wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py), with a PEP 503
+                                 index in wheelhouse/simple/ (node index URL file:///srv/sandbox/wheelhouse/simple)
     MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
 
 Every step is idempotent (recipe stamps); a no-op rebuild takes about a second.
@@ -37,6 +39,7 @@ if str(HERE) not in sys.path:
 import cuda_repo  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
+import fake_torch  # noqa: E402
 
 
 def _write_if_changed(path: Path, data: bytes, mode=0o644):
@@ -148,7 +151,15 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         manifest["artifacts"]["wheelhouse"] = {"path": _node(out / "wheelhouse", out), "wheels": names}
         return "%s %s" % (_node(out / "wheelhouse", out), ", ".join(names))
 
+    def torch_wheel():
+        name, changed = fake_torch.build_torch_wheel(out / "wheelhouse")
+        manifest["artifacts"]["torch_wheel"] = {"path": _node(out / "wheelhouse" / name, out),
+                                                "index_url": "file://%s/wheelhouse/simple" % NODE_MOUNT,
+                                                "version": fake_torch.DEFAULT_VERSION}
+        return "%s %s" % (_node(out / "wheelhouse" / name, out), "(written)" if changed else "(unchanged)")
+
     t0 = time.monotonic()
+    step("wheelhouse/torch", torch_wheel)  # first: the wheelhouse step lists every wheel
     step("wheelhouse", wheels)
     step("bin/nvidia-smi", nvsmi)
     step("gpus.json", gpus)

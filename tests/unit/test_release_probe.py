@@ -1,0 +1,136 @@
+"""The release kernel probe (roles/sglang_build/files/release_probe.py) against the stand-in torch.
+
+The probe runs as the release venv would run it: a subprocess whose sys.path holds the stand-in torch
+(tests/sandbox/fake_torch.py), a stub flashinfer reporting its compiled archs and a stub sglang; the GPUs
+come from the nvidia-smi stand-in reading a gpus.json in the temp dir.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = ROOT / "roles" / "sglang_build" / "files" / "release_probe.py"
+SANDBOX = ROOT / "tests" / "sandbox"
+sys.path.insert(0, str(SANDBOX))
+import fake_torch  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("release_probe", PROBE)
+release_probe = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(release_probe)
+
+
+@pytest.fixture
+def site(tmp_path):
+    """A fake site-packages + GPU state; returns run(flashinfer_archs=..., torch_archs=..., gpus=..., args=...)."""
+    lib = tmp_path / "lib"
+    fake_torch.write_package(lib)
+    (lib / "sglang").mkdir()
+    (lib / "sglang" / "__init__.py").write_text('__version__ = "0.5.23"\n')
+    (lib / "flashinfer").mkdir()
+
+    def run(flashinfer_archs=("sm_120f",), torch_archs=None, gpus=None, args=("--capability", "12.0"),
+            with_sglang=True):
+        (lib / "flashinfer" / "__init__.py").write_text(
+            '__version__ = "0.7.2"\n\ndef get_cuda_arch_list():\n    return %r\n' % list(flashinfer_archs))
+        if not with_sglang:
+            (lib / "sglang" / "__init__.py").write_text('raise ImportError("libsgl_kernel.so: cannot open")\n')
+        (tmp_path / "gpus.json").write_text(json.dumps(gpus if gpus is not None else {}))
+        (tmp_path / "torch.json").write_text(json.dumps({} if torch_archs is None else {"arch_list": torch_archs}))
+        env = dict(os.environ, PYTHONPATH=str(lib), FAKE_TORCH_NVIDIA_SMI=str(SANDBOX / "fake_nvidia_smi.py"),
+                   FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "gpus.json"), FAKE_TORCH_CONFIG=str(tmp_path / "torch.json"))
+        env.pop("FAKE_TORCH_ARCH_LIST", None)
+        proc = subprocess.run([sys.executable, str(PROBE), *args], env=env, capture_output=True, text=True,
+                              timeout=60)
+        return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+    return run
+
+
+def test_sm120_release_passes_with_versions_and_kernel_op(site):
+    rc, out, err = site(args=("--capability", "12.0", "--cuda", "13.0"))
+    assert rc == 0, err
+    assert out["ok"] and out["problems"] == []
+    assert (out["torch"], out["torch_cuda"], out["flashinfer"], out["sglang"]) == ("2.14.1+cu130", "13.0",
+                                                                                    "0.7.2", "0.5.23")
+    assert out["device_capability"] == "12.0" and "sm_120" in out["torch_arch_list"]
+    assert out["kernel_op"].endswith("= 4.0")
+    assert out["flashinfer_archs"] == ["sm_120f"]
+
+
+def test_torch_without_sm120_fails_with_the_kernel_image_error(site):
+    rc, out, err = site(torch_archs=["sm_80", "sm_90", "sm_100"])
+    assert rc == 1 and not out["ok"]
+    assert err.startswith("installed kernels lack sm_120: ")
+    assert "get_arch_list() is ['sm_80', 'sm_90', 'sm_100'], without sm_120" in err
+    assert "no kernel image is available for execution on the device" in err
+    assert out["kernel_op"] == "failed"
+
+
+def test_flashinfer_built_for_another_arch_fails(site):
+    rc, out, err = site(flashinfer_archs=["sm_90a"])
+    assert rc == 1
+    assert err.startswith("installed kernels lack sm_120: FlashInfer is compiled for ['sm_90a'], which does not "
+                          "cover 12.0")
+
+
+def test_no_gpu_is_a_failure_not_a_cpu_fallback(site):
+    rc, out, err = site(gpus={"failure": "no_devices"})
+    assert rc == 1 and out["cuda_available"] is False
+    assert "torch.cuda.is_available() is False" in err
+
+
+def test_import_failure_and_cuda_mismatch_are_reported(site):
+    rc, out, err = site(with_sglang=False, args=("--capability", "12.0", "--cuda", "12.8"))
+    assert rc == 1
+    assert "cannot import sglang: ImportError: libsgl_kernel.so: cannot open" in err
+    assert "torch is built for CUDA 13.0, the release is for CUDA 12.8" in err
+
+
+@pytest.mark.parametrize(
+    "entry, cap, covers",
+    [("sm_120f", "12.0", True), ("sm_120f", "12.1", True), ("12.0f", "12.0", True), ("sm_120a", "12.0", True),
+     ("sm_120a", "12.1", False), ("sm_120", "12.0", True), ("sm_100f", "12.0", False), ("sm_90a", "12.0", False),
+     ((12, "0f"), "12.0", True), ("garbage", "12.0", False)],
+)
+def test_flashinfer_arch_coverage(entry, cap, covers):
+    assert release_probe.arch_covers(entry, cap) is covers
+
+
+def test_torch_arch_names():
+    assert release_probe.torch_has_arch(["sm_90", "sm_120"], "12.0")
+    assert not release_probe.torch_has_arch(["sm_90", "sm_100"], "12.0")
+    assert not release_probe.torch_has_arch(["sm_12"], "12.0")
+
+
+def test_fake_torch_wheel_installs_from_its_simple_index(tmp_path):
+    house = tmp_path / "wheelhouse"
+    name, changed = fake_torch.build_torch_wheel(house)
+    assert name == "torch-2.14.1+cu130-py3-none-any.whl" and changed
+    assert fake_torch.build_torch_wheel(house) == (name, False)  # deterministic, no rewrite
+    with zipfile.ZipFile(house / name) as zf:
+        names = zf.namelist()
+        assert "torch-2.14.1+cu130.dist-info/RECORD" in names and "torch/cuda/__init__.py" in names
+        assert "Version: 2.14.1+cu130" in zf.read("torch-2.14.1+cu130.dist-info/METADATA").decode()
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    pip = subprocess.run([str(env_dir / "bin/pip"), "install", "--quiet", "--no-cache-dir", "--isolated",
+                          "--index-url", (house / "simple").as_uri(), "torch==2.14.1"],
+                         capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    env = dict(os.environ, FAKE_TORCH_NVIDIA_SMI=str(SANDBOX / "fake_nvidia_smi.py"),
+               FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "none.json"), FAKE_TORCH_ARCH_LIST="sm_90;sm_100")
+    (tmp_path / "none.json").write_text("{}")
+    code = ("import torch\nprint(torch.__version__, torch.version.cuda, torch.cuda.get_device_capability())\n"
+            "torch.ones(4, device='cuda').sum()\n")
+    run = subprocess.run([str(env_dir / "bin/python"), "-c", code], env=env, capture_output=True, text=True)
+    assert run.stdout.strip() == "2.14.1+cu130 13.0 (12, 0)"
+    assert run.returncode == 1
+    assert "RuntimeError: CUDA error: no kernel image is available for execution on the device" in run.stderr
