@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 TABLE_COLUMNS = (("host", 18), ("verdict", 12), ("phase", 18), ("progress", 8), ("elapsed", 8), ("exit", 22),
-                 ("smoke", 24), ("error", 0))
+                 ("smoke", 12), ("error", 0))
 
 
 def task_outcome(result) -> str:
@@ -48,14 +48,17 @@ def _cell(value, width):
 def smoke_health_table(hosts, hostvars, fact="smoke_health_report") -> str:
     """Fixed-width table of every host's health report (``hostvars[host][fact]``, the dict the role writes
     to reports/<host>.json), one row per host in ``hosts`` order; hosts without a report say so."""
-    header = " ".join(_cell(name, width) for name, width in TABLE_COLUMNS)
+    # The host column fits the longest name: a truncated host name is no use in a fleet table.
+    host_width = max([len("host")] + [len(str(h)) for h in hosts or []])
+    columns = ((TABLE_COLUMNS[0][0], host_width),) + TABLE_COLUMNS[1:]
+    header = " ".join(_cell(name, width) for name, width in columns).rstrip()
     rows = [header, "-" * len(header)]
     for host in hosts or []:
         report = (hostvars.get(host) or {}).get(fact) if hasattr(hostvars, "get") else None
         if not report:
             rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(
                 [host, "no report", None, None, None, None, None, "the play stopped before smoke_health"],
-                TABLE_COLUMNS)))
+                columns)))
             continue
         progress = report.get("progress") or {}
         if isinstance(progress, dict) and progress.get("n"):
@@ -67,7 +70,7 @@ def smoke_health_table(hosts, hostvars, fact="smoke_health_report") -> str:
                   exit_status.get("text") if isinstance(exit_status, dict) else exit_status,
                   report.get("smoke_summary"),
                   report.get("error") if report.get("verdict") != "ready" else None]
-        rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(values, TABLE_COLUMNS)).rstrip())
+        rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(values, columns)).rstrip())
     return "\n".join(rows)
 
 
