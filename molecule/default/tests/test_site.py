@@ -115,3 +115,58 @@ def test_crash_at_shard_43_fails_the_unit_with_a_traceback_in_the_journal(host):
     assert "Traceback (most recent call last)" in journal
     assert "model-00043-of-000064.safetensors" in journal
     assert "Received sigquit from a child process" in journal
+
+
+def _filters():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[3] / "plugins" / "filter" / "sglang_argv.py"
+    spec = importlib.util.spec_from_file_location("sglang_argv_filter", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_systemd_quote_round_trips_through_systemds_own_parser(host):
+    """Values with %, $, spaces, quotes, backslashes, tabs and JSON reach the process unchanged."""
+    args = ["50%", "%n", "a b", 'say "hi"', "it's", "C:\\dir\\", "$HOME", "${PATH}", "tab\there", "semi;colon", "",
+            '{"enable_multithread_load":true,"num_threads":16}']
+    argv = ["/usr/bin/python3", "-c",
+            "import sys, json; open('/run/quote-roundtrip.json', 'w').write(json.dumps(sys.argv[1:]))"] + args
+    unit = "[Unit]\nDescription=systemd_quote round trip\n[Service]\nType=oneshot\nExecStart=%s\n" % (
+        _filters().systemd_quote(argv))
+    host.run("rm -f /run/quote-roundtrip.json")
+    with open("/tmp/quote-roundtrip.service", "w") as fh:
+        fh.write(unit)
+    name = host.backend.name
+    copy = host.backend.run_local(f"podman cp /tmp/quote-roundtrip.service {name}:/etc/systemd/system/quote-roundtrip.service")
+    assert copy.rc == 0, copy.stderr
+    started = host.run("systemctl daemon-reload && systemctl start quote-roundtrip.service")
+    assert started.rc == 0, started.stderr + host.run("journalctl -u quote-roundtrip -o cat --no-pager").stdout
+    assert json.loads(host.file("/run/quote-roundtrip.json").content_string) == args
+    host.run("rm -f /etc/systemd/system/quote-roundtrip.service; systemctl daemon-reload")
+
+
+SECRET = "hf_moleculeSECRETtoken0123456789"
+
+
+def test_hf_token_reaches_only_the_root_only_env_file(host):
+    env = host.file("/etc/sglang/kimi.env")
+    assert env.mode == 0o600 and env.user == "root"
+    assert SECRET in env.content_string  # the converge set it: the checks below can fail
+    for where, text in [
+        ("systemctl show", host.run(f"systemctl show {UNIT}").stdout),
+        ("unit file", host.file(f"/etc/systemd/system/{UNIT}").content_string),
+        ("argv record", host.file("/etc/sglang/kimi.argv.json").content_string),
+        ("journal", host.run("journalctl --no-pager -o cat").stdout),
+        ("process command lines", host.run("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '").stdout),
+    ]:
+        assert SECRET not in text, f"the HF token leaks into the {where}"
+
+
+def test_apt_installed_the_toolkit_once(host):
+    """The idempotence run did not re-run apt: the toolkit appears in exactly one apt history entry."""
+    history = host.file("/var/log/apt/history.log").content_string
+    entries = [e for e in history.split("\n\n") if "cuda-toolkit-13-0" in e]
+    assert len(entries) == 1, entries
