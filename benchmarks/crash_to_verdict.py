@@ -198,7 +198,7 @@ def one_run(n, opts, obs_mod, log_mod, workdir, pythonpath):
         props = []
         for k, v in sorted(dict(FAST, **env).items()):
             props += ["-p", "Environment=%s=%s" % (k, v)]
-        subprocess.run(["systemd-run", "--unit", unit, "-p", "KillMode=mixed", "-p", "TimeoutStopSec=30"] + props
+        subprocess.run(["systemd-run", "--unit", unit, "-p", "KillMode=mixed", "-p", "TimeoutStopSec=3"] + props
                        + [opts.python, "-m", "sglang.launch_server"] + args
                        + ["--host", "127.0.0.1", "--port", str(port)], check=True, capture_output=True)
     history, verdict, t0 = [], None, time.monotonic()

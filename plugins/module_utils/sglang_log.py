@@ -356,12 +356,11 @@ def _ended_run_log(history):
 
 
 def _restarts(history):
-    """Restarts seen while watching: NRestarts growth, or InvocationID changes when that is larger."""
+    """Automatic restarts seen while watching: NRestarts growth (systemd >= 235 counts only the restarts
+    that Restart= made). A new InvocationID with NRestarts unchanged is a deliberate restart (a handler,
+    an operator's `systemctl restart`), not a failure, so it does not count."""
     first, last = history[0], history[-1]
-    grew = _int(last.get("n_restarts"), 0) - _int(first.get("n_restarts"), 0)
-    ids = [o.get("invocation_id") for o in history if o.get("invocation_id")]
-    changes = sum(1 for a, b in zip(ids, ids[1:]) if a != b)
-    return max(grew, changes, 0)
+    return max(_int(last.get("n_restarts"), 0) - _int(first.get("n_restarts"), 0), 0)
 
 
 def _last_advance(history, key):

@@ -123,3 +123,22 @@ def test_midline_log_prefix_is_split():
 
 def test_classify_empty_history():
     assert classify([], 8)["verdict"] == "starting"
+
+
+def test_a_deliberate_restart_is_not_a_crash_but_an_automatic_one_is():
+    """A new InvocationID with NRestarts unchanged is a handler's or operator's restart; NRestarts growth
+    is Restart=on-failure at work (found in the faults scenario: a watch that began during a restart)."""
+    from ansible.module_utils.sglang_log import classify, parse_log
+
+    ready_log = parse_log("[2026-11-29 10:00:00] The server is fired up and ready to roll!\n")
+    loading_log = parse_log("Multi-thread loading shards:  10% Completed | 6/64 [00:01<00:10,  5.00it/s]\n")
+
+    def obs(t, inv, n_restarts, log):
+        return {"t": t, "active_state": "active", "sub_state": "running", "result": "success", "main_pid": 100 + t,
+                "n_restarts": n_restarts, "exec_main_code": 0, "exec_main_status": 0, "invocation_id": inv,
+                "schedulers": 8, "activity": t, "log": log, "http_code": None}
+
+    deliberate = [obs(0, "a", 0, ready_log), obs(1, "b", 0, loading_log)]
+    assert classify(deliberate, tp_size=8)["verdict"] == "loading"
+    automatic = [obs(0, "a", 0, loading_log), obs(1, "b", 1, loading_log)]
+    assert classify(automatic, tp_size=8)["verdict"] == "crashed"

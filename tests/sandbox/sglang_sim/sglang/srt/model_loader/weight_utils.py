@@ -7,6 +7,7 @@ Error messages follow the safetensors package: by default the current wording
 older Debug names (``MetadataIncompleteBuffer``, class ``safetensors_rust.SafetensorError``).
 """
 import json
+import mmap
 import os
 import sys
 import time
@@ -142,6 +143,26 @@ def check_safetensors_file(path):
     return header
 
 
+def load_shard_data(path, seconds):
+    """Read the shard's bytes through mmap, as safetensors does, spread over ``seconds``.
+
+    Real loading touches every byte of every shard (page faults under mmap), so the process tree's I/O
+    counters move all through a load even when no log line does; a stand-in that only slept would be
+    quieter than the real server and hide what a stall check must see.
+    """
+    size = os.path.getsize(path)
+    steps = max(1, int(seconds / 0.05)) if seconds else 1
+    with open(path, "rb") as fh:
+        if size == 0:
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            step = -(-size // steps)
+            for offset in range(0, size, step):
+                mm[offset:offset + step]  # noqa: B018 - touching the pages is the point
+                if seconds:
+                    time.sleep(seconds / steps)
+
+
 def iterate_shards(files, multithread=True, on_shard=None):
     """Walk shards with the progress bar of the chosen loader; on_shard(i) runs before shard i."""
     legacy = sim_config.get("SGLANG_SIM_PROGRESS_FORMAT") == "legacy"
@@ -152,7 +173,6 @@ def iterate_shards(files, multithread=True, on_shard=None):
         if on_shard is not None:
             on_shard(i)
         check_safetensors_file(path)
-        if delay:
-            time.sleep(delay)
+        load_shard_data(path, delay)
         bar.update(1)
     bar.close()
