@@ -115,6 +115,29 @@ def parse_manifest(raw, source="SHA256SUMS"):
 
 # ---------------------------------------------------------------- hashing
 
+def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None):
+    """Copy ``source`` (anything with ``readinto``: a file, an HTTP response) to the file ``out`` while
+    updating ``digest``: one pass over the bytes. ``on_bytes(n)`` after each chunk; ``should_stop()``
+    before each read may raise to abandon the copy (what was written stays). Returns bytes copied."""
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    copied = 0
+    while True:
+        if should_stop is not None:
+            should_stop()
+        n = source.readinto(buf)
+        if not n:
+            return copied
+        piece = view[:n]
+        digest.update(piece)
+        written = 0
+        while written < n:
+            written += out.write(piece[written:])
+        copied += n
+        if on_bytes is not None:
+            on_bytes(n)
+
+
 def hash_prefix(path, length=None, chunk=CHUNK_BYTES):
     """sha256 object over the first ``length`` bytes (all when None) of ``path``; returns (hash, bytes read)."""
     digest = hashlib.sha256()
@@ -235,6 +258,15 @@ class Mirror(object):
         tmp = dest + DOWNLOAD_SUFFIX
         state = {"transferred": 0, "resumed_from": None, "restarts": 0, "checksum_failures": 0}
 
+        def cancelled():
+            if self.stop.is_set():
+                raise FetchError(name, "cancelled after another file failed")
+
+        def count(n):
+            state["transferred"] += n
+            if on_bytes is not None:
+                on_bytes(n)
+
         def once():
             if not os.path.exists(tmp):
                 open(tmp, "wb").close()
@@ -264,24 +296,8 @@ class Mirror(object):
                             # server ignored Range (200) or answered another range: start over
                             mode, have, digest = "wb", 0, hashlib.sha256()
                             state["restarts"] += 1
-                    buf = bytearray(self.chunk)
-                    view = memoryview(buf)
                     with open(tmp, mode, buffering=0) as out:
-                        while True:
-                            if self.stop.is_set():
-                                raise FetchError(name, "cancelled after another file failed")
-                            n = resp.readinto(buf)
-                            if not n:
-                                break
-                            chunk = view[:n]
-                            digest.update(chunk)
-                            written = 0
-                            while written < n:
-                                written += out.write(chunk[written:])
-                            have += n
-                            state["transferred"] += n
-                            if on_bytes is not None:
-                                on_bytes(n)
+                        have += pump(resp, out, digest, self.chunk, on_bytes=count, should_stop=cancelled)
                         os.fsync(out.fileno())
             if expected_size is not None and have != expected_size:
                 raise TransientError("got %d of %d bytes (connection ended early)" % (have, expected_size))

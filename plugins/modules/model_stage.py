@@ -240,7 +240,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix,
+from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
                                               parse_manifest, redact_url)
 from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
 from ansible.module_utils.safetensors_header import ShardError, verify_shard
@@ -301,22 +301,8 @@ def copy_and_hash(src, dst, buffer_bytes=BUFFER_BYTES, on_bytes=None):
     """Copy ``src`` to ``dst`` in one pass, hashing as it goes; fsync ``dst``.
     Returns (bytes copied, sha256 hex)."""
     digest = hashlib.sha256()
-    buf = bytearray(buffer_bytes)
-    view = memoryview(buf)
-    copied = 0
     with open(src, "rb", buffering=0) as fin, open(dst, "wb", buffering=0) as fout:
-        while True:
-            n = fin.readinto(buf)
-            if not n:
-                break
-            chunk = view[:n]
-            digest.update(chunk)
-            written = 0
-            while written < n:
-                written += fout.write(chunk[written:])
-            copied += n
-            if on_bytes is not None:
-                on_bytes(n)
+        copied = pump(fin, fout, digest, buffer_bytes, on_bytes=on_bytes)
         os.fsync(fout.fileno())
     return copied, digest.hexdigest()
 
