@@ -15,6 +15,9 @@ Model-family and hardware rules (``model_family``, ``compute_capability`` argume
 (SM120) ``trtllm_mla`` attention and DeepGEMM backends are refused; ``--api-key``/``--admin-api-key`` are
 refused because argv is world-readable.
 
+``sglang_router_argv``
+    the same for the router (``python -m sglang_router.launch_router``), against the router's snapshot.
+
 ``systemd_quote``
     list of argv strings -> one command line for ``ExecStart=``, quoted so that systemd's own parser
     (systemd.service(5) "COMMAND LINES", systemd.unit(5) "SPECIFIERS") gives back the same list.
@@ -40,28 +43,35 @@ _REPLACED = {
 }
 
 
-def load_snapshot(version: str) -> dict:
-    """Return the argparse snapshot of SGLang ``version`` as exported from the real package.
+# Products whose parsers we snapshot: file prefix and the name used in messages.
+_PRODUCTS = {"sglang": ("sglang_cli_", "SGLang"), "router": ("sglang_router_cli_", "sglang-router")}
+
+
+def load_snapshot(version: str, product: str = "sglang") -> dict:
+    """Return the argparse snapshot of SGLang (or, ``product="router"``, sglang-router) ``version`` as
+    exported from the real package.
 
     Shape: ``{"sglang_version": str, "allow_abbrev": bool, "actions": [{"option_strings": [...],
     "dest": str, "action": str, "nargs": ..., "choices": list|None, "type": str|None, ...}]}``.
     Raises AnsibleFilterError naming the versions we have when there is no snapshot for ``version``.
     """
-    if version not in _SNAPSHOTS:
-        path = os.path.join(DATA_DIR, f"sglang_cli_{version}.json")
+    prefix, label = _PRODUCTS[product]
+    key = prefix + version
+    if key not in _SNAPSHOTS:
+        path = os.path.join(DATA_DIR, f"{prefix}{version}.json")
         if not os.path.exists(path):
             have = sorted(
-                f[len("sglang_cli_"):-len(".json")]
+                f[len(prefix):-len(".json")]
                 for f in os.listdir(DATA_DIR)
-                if f.startswith("sglang_cli_") and f.endswith(".json")
+                if f.startswith(prefix) and f.endswith(".json")
             ) if os.path.isdir(DATA_DIR) else []
             raise AnsibleFilterError(
-                f"no argparse snapshot for SGLang {version} (have: {', '.join(have) or 'none'}); "
+                f"no argparse snapshot for {label} {version} (have: {', '.join(have) or 'none'}); "
                 f"export one with tests/contract/export_sglang_cli.py"
             )
         with open(path, encoding="utf-8") as fh:
-            _SNAPSHOTS[version] = json.load(fh)
-    return _SNAPSHOTS[version]
+            _SNAPSHOTS[key] = json.load(fh)
+    return _SNAPSHOTS[key]
 
 
 def _option_index(snapshot: dict) -> dict[str, dict]:
@@ -103,11 +113,12 @@ def _scalar(value) -> str:
     return str(value)
 
 
-def _render(options: dict, version: str) -> tuple[list[str], list[str]]:
+def _render(options: dict, version: str, product: str = "sglang") -> tuple[list[str], list[str]]:
     """(argv, errors) for ``options`` against the snapshot of ``version``; see ``sglang_argv``."""
     if not isinstance(options, dict):
         raise AnsibleFilterError(f"sglang_argv expects a dict of options, got {type(options).__name__}")
-    snapshot = load_snapshot(str(version))
+    snapshot = load_snapshot(str(version), product)
+    label = f"{_PRODUCTS[product][1]} {version}"
     index = _option_index(snapshot)
     argv: list[str] = []
     errors: list[str] = []
@@ -117,13 +128,13 @@ def _render(options: dict, version: str) -> tuple[list[str], list[str]]:
         action = index.get(flag)
         if action is None:
             hint = ""
-            if name in _REPLACED:
-                hint = f"; SGLang {version} replaced it with {_REPLACED[name]}"
+            if product == "sglang" and name in _REPLACED:
+                hint = f"; {label} replaced it with {_REPLACED[name]}"
             else:
                 near = difflib.get_close_matches(flag, list(index), n=3, cutoff=0.75)
                 if near:
                     hint = f"; did you mean {' or '.join(near)}?"
-            errors.append(f"{flag} is not an option of SGLang {version}{hint}")
+            errors.append(f"{flag} is not an option of {label}{hint}")
             continue
         kind = action.get("action")
         if value is None:
@@ -151,7 +162,7 @@ def _render(options: dict, version: str) -> tuple[list[str], list[str]]:
         for item in rendered:
             if choices is not None and item not in [str(c) for c in choices]:
                 errors.append(
-                    f"{flag} {item!r} is not a valid choice in SGLang {version} "
+                    f"{flag} {item!r} is not a valid choice in {label} "
                     f"(choose from {', '.join(str(c) for c in choices)})"
                 )
             problem = _check_type(flag, action.get("type"), item)
@@ -251,6 +262,23 @@ def sglang_argv(options: dict, version: str = "0.5.23", model_family: str | None
     return argv
 
 
+def sglang_router_argv(options: dict, version: str = "0.3.2") -> list[str]:
+    """Render ``options`` as argv for ``python -m sglang_router.launch_router``, validated against the snapshot of
+    the real router parser (``plugins/data/sglang_router_cli_<version>.json``; sglang-router 0.3.2
+    router_args.py ``RouterArgs.add_cli_args(parser, use_router_prefix=False)``). Same value rules as
+    ``sglang_argv``; ``--api-key`` is refused (argv is world-readable). Raises AnsibleFilterError listing every
+    problem at once.
+    """
+    argv, errors = _render(options, str(version), "router")
+    for secret in ("api-key", "oracle-password", "postgres-db-url", "redis-url"):
+        if _normalise(options).get(secret):
+            errors.append(f"--{secret} would put a secret in the router's argv (world-readable in /proc); "
+                          f"leave it out and keep the router on a private network")
+    if errors:
+        raise AnsibleFilterError("invalid sglang-router options:\n- " + "\n- ".join(errors))
+    return argv
+
+
 # MLA targets among the families we know (Kimi K2/K2.5 use DeepSeek-V3's multi-head latent attention).
 _MLA_FAMILIES = ("kimi", "deepseek")
 EAGLE3_DEFAULTS = {"enabled": False, "draft_model_path": "", "num_steps": 3, "eagle_topk": 1,
@@ -333,5 +361,5 @@ def systemd_quote(argv) -> str:
 class FilterModule:
     def filters(self):
         return {"sglang_argv": sglang_argv, "sglang_argv_errors": sglang_argv_errors,
-                "sglang_eagle3_options": sglang_eagle3_options,
+                "sglang_eagle3_options": sglang_eagle3_options, "sglang_router_argv": sglang_router_argv,
                 "systemd_quote": systemd_quote}

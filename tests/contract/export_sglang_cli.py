@@ -5,6 +5,12 @@ Run inside .venv-sglang (tests/contract/install_real_sglang.sh):
 
     .venv-sglang/bin/python tests/contract/export_sglang_cli.py plugins/data/sglang_cli_0.5.23.json
 
+or, for the router's parser (``RouterArgs.add_cli_args(parser, use_router_prefix=False)``, as
+``sglang_router.launch_router.parse_router_args`` builds it), inside .venv-router
+(tests/contract/install_real_router.sh):
+
+    .venv-router/bin/python tests/contract/export_sglang_cli.py --router plugins/data/sglang_router_cli_0.3.2.json
+
 It builds ``argparse.ArgumentParser()``, calls ``ServerArgs.add_cli_args(parser)`` and writes
 everything needed to rebuild an equivalent parser: per action its option strings, dest, action
 kind, nargs, const, default, type, choices, required, help, metavar and any extra attributes of
@@ -66,15 +72,30 @@ def describe_type(t):
         return {"repr": repr(t)}
 
 
-def main(argv):
-    if len(argv) != 2:
-        print("usage: export_sglang_cli.py OUTPUT.json", file=sys.stderr)
-        return 2
+def build_parser(router):
+    """(parser, version key, version, prog) of the real SGLang server or router parser."""
+    parser = argparse.ArgumentParser()
+    if router:
+        import importlib.metadata
+
+        from sglang_router.router_args import RouterArgs
+
+        RouterArgs.add_cli_args(parser, use_router_prefix=False)
+        return parser, "sglang_router_version", importlib.metadata.version("sglang-router"), "launch_router.py"
     import sglang
     from sglang.srt.server_args import ServerArgs
 
-    parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
+    return parser, "sglang_version", sglang.__version__, "sglang serve"
+
+
+def main(argv):
+    router = "--router" in argv[1:]
+    argv = [a for a in argv if a != "--router"]
+    if len(argv) != 2:
+        print("usage: export_sglang_cli.py [--router] OUTPUT.json", file=sys.stderr)
+        return 2
+    parser, version_key, version, prog = build_parser(router)
     actions = []
     for a in parser._actions:
         kind = ACTION_NAMES.get(type(a), type(a).__name__)
@@ -89,7 +110,8 @@ def main(argv):
             "type": type_name(a.type),
             # A set of choices (0.5.23's --sampling-backend) iterates in hash order, which changes between
             # runs: sort it so the export is reproducible (test_real_parser compares exports).
-            "choices": (jsonable(sorted(a.choices, key=str) if isinstance(a.choices, (set, frozenset))
+            # The router builds its choice lists from sets too (tool-call parsers): sort all of its lists.
+            "choices": (jsonable(sorted(a.choices, key=str) if isinstance(a.choices, (set, frozenset)) or router
                                  else list(a.choices)) if a.choices is not None else None),
             "required": bool(a.required),
             "help": a.help,
@@ -108,10 +130,10 @@ def main(argv):
         actions.append(entry)
 
     snapshot = {
-        "sglang_version": sglang.__version__,
-        "generated_by": "tests/contract/export_sglang_cli.py",
+        version_key: version,
+        "generated_by": "tests/contract/export_sglang_cli.py" + (" --router" if router else ""),
         "python_version": "%d.%d" % sys.version_info[:2],
-        "prog": "sglang serve",
+        "prog": prog,
         "allow_abbrev": parser.allow_abbrev,
         "prefix_chars": parser.prefix_chars,
         "add_help": parser.add_help,
@@ -120,7 +142,7 @@ def main(argv):
     with open(argv[1], "w", encoding="utf-8") as fh:
         json.dump(snapshot, fh, indent=1, sort_keys=False)
         fh.write("\n")
-    print(f"wrote {argv[1]}: {len(actions)} actions, sglang {sglang.__version__}")
+    print(f"wrote {argv[1]}: {len(actions)} actions, {version_key} {version}")
     return 0
 
 

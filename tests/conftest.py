@@ -15,7 +15,7 @@ import pytest
 import ansible.module_utils
 from ansible.module_utils import basic
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
 if MODULE_UTILS not in ansible.module_utils.__path__:
     ansible.module_utils.__path__.append(MODULE_UTILS)
@@ -24,7 +24,7 @@ for sub in ("modules", "filter"):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures")
 
 try:  # ansible-core >= 2.19
     from ansible.module_utils.testing import patch_module_args

@@ -1,0 +1,139 @@
+#!/usr/bin/python
+"""Ansible module: wait until an SGLang server has no request in flight (its /metrics say 0), bounded."""
+
+DOCUMENTATION = r"""
+module: sglang_drain
+short_description: Wait until an SGLang server's running and queued requests reach 0
+description:
+  - Polls SGLang's Prometheus endpoint (C(GET /metrics), served only with C(--enable-metrics)) and sums
+    C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) over all scheduler ranks (SGLang 0.5.23
+    scheduler_metrics_mixin.py). Succeeds once the sum was 0 in I(settle_polls) consecutive polls.
+  - Use it after the worker left the router's rotation and before a restart, so that no request is cut off
+    (SGLang's own SIGTERM drain exists, but requests already routed still need an answer).
+  - Fails with the last counts when I(timeout) passes, or when the endpoint has no such metrics (say so:
+    the server runs without C(--enable-metrics)).
+  - Check mode reads the counts once and does not wait.
+options:
+  url:
+    description: Base URL of the SGLang server, e.g. C(http://127.0.0.1:30000).
+    type: str
+    required: true
+  metrics:
+    description: Gauges to sum; all must be present in the answer.
+    type: list
+    elements: str
+    default: ["sglang:num_running_reqs", "sglang:num_queue_reqs"]
+  timeout:
+    description: Seconds to wait for 0 before failing.
+    type: int
+    default: 300
+  poll_interval:
+    description: Seconds between polls.
+    type: float
+    default: 0.5
+  settle_polls:
+    description: Consecutive polls that must read 0 (covers a request the router had already sent).
+    type: int
+    default: 2
+  request_timeout:
+    description: Seconds per C(/metrics) request.
+    type: int
+    default: 10
+author: sglang-ansible
+"""
+
+EXAMPLES = r"""
+- name: Wait until the worker finished what it was given (at most 5 minutes)
+  sglang_drain:
+    url: http://127.0.0.1:30000
+    timeout: 300
+"""
+
+RETURN = r"""
+in_flight_initial:
+  description: Running + queued requests at the first poll.
+  returned: always
+  type: int
+in_flight:
+  description: Running + queued requests at the last poll (0 on success).
+  returned: always
+  type: int
+counts:
+  description: The last value of each gauge, summed over ranks.
+  returned: always
+  type: dict
+  sample: {"sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
+waited_s:
+  description: Seconds until drained (or until the timeout).
+  returned: always
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_router_api import HttpJson, RouterError, parse_prometheus, wait_until
+
+
+def read_counts(client, metrics):
+    """``{gauge: sum over ranks}`` from ``/metrics``; RouterError naming the missing gauges."""
+    status, text = client.request("GET", "/metrics", expect=(200, 404))
+    if status == 404:
+        raise RouterError("%s/metrics answers 404: is the server running with --enable-metrics?" % client.base_url)
+    values = parse_prometheus(text if isinstance(text, str) else "")
+    missing = [m for m in metrics if m not in values]
+    if missing:
+        raise RouterError("%s/metrics has no %s: is the server running with --enable-metrics?"
+                          % (client.base_url, ", ".join(missing)))
+    return {m: values[m] for m in metrics}
+
+
+def run(params, check_mode, client=None, clock=None, sleep=None):
+    client = client or HttpJson(params["url"], timeout=params["request_timeout"])
+    waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+    metrics = params["metrics"]
+    state = {"counts": read_counts(client, metrics), "zeros": 0}
+    first = int(sum(state["counts"].values()))
+    result = {"changed": False, "in_flight_initial": first}
+    if check_mode:
+        result.update(in_flight=first, counts=state["counts"], waited_s=0.0)
+        return result
+    state["zeros"] = 1 if first == 0 else 0
+
+    def drained():
+        if state["zeros"] >= params["settle_polls"]:
+            return True
+        state["counts"] = read_counts(client, metrics)
+        state["zeros"] = state["zeros"] + 1 if sum(state["counts"].values()) == 0 else 0
+        return state["zeros"] >= params["settle_polls"]
+
+    done, waited = wait_until(drained, params["timeout"], params["poll_interval"], **waits)
+    now = int(sum(state["counts"].values()))
+    result.update(in_flight=now, counts=state["counts"], waited_s=round(waited, 2))
+    if not done:
+        raise RouterError("%s still has %d request(s) in flight after %.0f s (%s); started with %d"
+                          % (client.base_url, now, waited,
+                             ", ".join("%s=%g" % kv for kv in state["counts"].items()), first))
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", required=True),
+            metrics=dict(type="list", elements="str",
+                         default=["sglang:num_running_reqs", "sglang:num_queue_reqs"]),
+            timeout=dict(type="int", default=300),
+            poll_interval=dict(type="float", default=0.5),
+            settle_polls=dict(type="int", default=2),
+            request_timeout=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params, module.check_mode)
+    except RouterError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+#!/usr/bin/python
+"""Ansible module: register or deregister one SGLang worker with sglang-router 0.3.2, and wait until it shows."""
+
+DOCUMENTATION = r"""
+module: sglang_router_workers
+short_description: Add a worker to sglang-router or remove it, and wait until the router's list agrees
+description:
+  - Talks to the worker API of sglang-router 0.3.2 (C(GET /workers), C(POST /workers), C(DELETE /workers/{id});
+    this release has no C(/add_worker)). Both calls are asynchronous in the router, so the module polls
+    C(GET /workers) until the worker is listed healthy (I(state=present)) or no longer listed (I(state=absent)).
+  - Run it where the router's URL answers (the router host itself, C(delegate_to)).
+  - Check mode reports what would change and changes nothing.
+options:
+  router_url:
+    description: Base URL of the router, e.g. C(http://127.0.0.1:30000).
+    type: str
+    required: true
+  worker_url:
+    description: The worker's URL as the router reaches it, e.g. C(http://gpu-node-0:30000). Compared without
+      a trailing slash.
+    type: str
+    required: true
+  state:
+    description: C(present) adds the worker (if missing) and waits until it is listed healthy; C(absent)
+      removes every entry with this URL and waits until none is listed.
+    type: str
+    choices: [present, absent]
+    default: present
+  timeout:
+    description: Seconds to wait for the router's list to agree before failing.
+    type: int
+    default: 120
+  poll_interval:
+    description: Seconds between C(GET /workers) polls.
+    type: float
+    default: 0.5
+  request_timeout:
+    description: Seconds per HTTP request to the router.
+    type: int
+    default: 10
+author: sglang-ansible
+"""
+
+EXAMPLES = r"""
+- name: Take the worker out of rotation
+  sglang_router_workers:
+    router_url: http://127.0.0.1:30000
+    worker_url: "http://{{ inventory_hostname }}:30000"
+    state: absent
+  delegate_to: "{{ groups['sglang_routers'][0] }}"
+
+- name: Put it back and wait until the router lists it healthy
+  sglang_router_workers:
+    router_url: http://127.0.0.1:30000
+    worker_url: "http://{{ inventory_hostname }}:30000"
+    state: present
+    timeout: 180
+  delegate_to: "{{ groups['sglang_routers'][0] }}"
+"""
+
+RETURN = r"""
+worker:
+  description: The router's entry for the worker after the change (empty dict when absent).
+  returned: always
+  type: dict
+  sample: {"id": "fde6749d-56d5-4474-a8db-803fe722f7a8", "url": "http://gpu-node-1:30000", "is_healthy": true,
+           "load": 0}
+workers:
+  description: URLs and health of every worker the router lists at the end, C([{url, is_healthy}]).
+  returned: always
+  type: list
+  elements: dict
+waited_s:
+  description: Seconds spent waiting for the router's list to agree (0 when nothing changed).
+  returned: always
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_router_api import Router, RouterError, normalise_url, wait_until
+
+
+def _summary(workers):
+    return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
+
+
+def run(params, check_mode, router=None, clock=None, sleep=None):
+    """Do what the parameters ask; returns the module result dict, raises RouterError with the evidence."""
+    router = router or Router(params["router_url"], timeout=params["request_timeout"])
+    waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+    url = normalise_url(params["worker_url"])
+    timeout, interval = params["timeout"], params["poll_interval"]
+    entries = router.find(url)
+    result = {"changed": False, "worker": entries[0] if entries else {}, "waited_s": 0.0}
+
+    if params["state"] == "absent":
+        if not entries:
+            result["workers"] = _summary(router.workers())
+            return result
+        result["changed"] = True
+        if check_mode:
+            result["workers"] = _summary(router.workers())
+            return result
+        for entry in entries:
+            router.remove(entry["id"])
+        gone, waited = wait_until(lambda: not router.find(url), timeout, interval, **waits)
+        result.update(waited_s=round(waited, 2), worker={})
+        if not gone:
+            raise RouterError("%s is still listed by the router %.0f s after DELETE /workers/%s: %s"
+                              % (url, waited, entries[0]["id"], router.find(url)))
+        result["workers"] = _summary(router.workers())
+        return result
+
+    if entries and any(e.get("is_healthy") for e in entries):
+        result["workers"] = _summary(router.workers())
+        return result
+    if check_mode:
+        result["changed"] = not entries
+        result["workers"] = _summary(router.workers())
+        return result
+    if not entries:
+        router.add(url)
+        result["changed"] = True
+
+    def healthy():
+        found = [e for e in router.find(url) if e.get("is_healthy")]
+        return found[0] if found else None
+
+    entry, waited = wait_until(healthy, timeout, interval, **waits)
+    result["waited_s"] = round(waited, 2)
+    if not entry:
+        listed = router.find(url)
+        state = "listed but unhealthy" if listed else "not listed"
+        raise RouterError("the router does not list %s as healthy %.0f s after adding it (%s): %s"
+                          % (url, waited, state, listed))
+    result["worker"] = entry
+    result["workers"] = _summary(router.workers())
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            router_url=dict(type="str", required=True),
+            worker_url=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            timeout=dict(type="int", default=120),
+            poll_interval=dict(type="float", default=0.5),
+            request_timeout=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module.params, module.check_mode)
+    except RouterError as exc:
+        module.fail_json(msg=str(exc), worker_url=module.params["worker_url"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

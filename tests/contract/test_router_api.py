@@ -1,0 +1,166 @@
+"""Contract with the REAL sglang-router 0.3.2 (.venv-router, tests/contract/install_real_router.sh).
+
+The real router runs on loopback in front of two SGLang simulators (tests/sandbox/sglang_sim). The modules
+sglang_router_workers and sglang_drain are driven through their ``run`` functions against them:
+deregister -> the router stops listing the worker and sends it nothing; re-register -> listed healthy;
+drain waits for a long request to finish; the committed router parser snapshot equals a fresh export.
+
+Skipped, with the reason, when .venv-router/bin/python is absent.
+"""
+
+import json
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import pytest
+
+import sglang_drain
+import sglang_router_workers
+from ansible.module_utils.sglang_router_api import Router, RouterError
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROUTER_PY = ROOT / ".venv-router" / "bin" / "python"
+MODEL = ROOT / ".sandbox" / "artifacts" / "models" / "Kimi-K2.5"
+pytestmark = pytest.mark.skipif(
+    not ROUTER_PY.exists(),
+    reason=".venv-router/bin/python is absent: run tests/contract/install_real_router.sh (about 30 s)",
+)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer 200 within {timeout} s")
+
+
+def _post_chat(base, timeout=30):
+    req = urllib.request.Request(base + "/v1/chat/completions", method="POST", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Two simulated workers (the second answers each request in 2 s) and the real router in front."""
+    if not (MODEL / "model.safetensors.index.json").exists():
+        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
+    sim = tmp_path_factory.mktemp("sim")
+    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
+    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
+    procs, workers = [], []
+    try:
+        for request_s in ("0.05", "2.0"):
+            port = _free_port()
+            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "",
+                   "SGLANG_SIM_SHARD_DELAY_S": "0", "SGLANG_SIM_READY_POLL_S": "0.2",
+                   "SGLANG_SIM_REQUEST_S": request_s, "SGLANG_SIM_HEALTH_LATENCY_S": "0.1"}
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1",
+                 "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--trust-remote-code"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            workers.append(f"http://127.0.0.1:{port}")
+        for w in workers:
+            _wait_http(w + "/health", 90)
+        rport = _free_port()
+        procs.append(subprocess.Popen(
+            [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
+             "--worker-urls", workers[0], "--health-check-interval-secs", "1", "--prometheus-port",
+             str(_free_port()), "--log-level", "warn"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        router = f"http://127.0.0.1:{rport}"
+        _wait_http(router + "/readiness", 60)
+        yield {"router": router, "workers": workers}
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _params(router, worker, state):
+    return {"router_url": router, "worker_url": worker, "state": state, "timeout": 30, "poll_interval": 0.2,
+            "request_timeout": 5}
+
+
+def test_add_remove_and_idempotence(fleet):
+    router, (w0, w1) = fleet["router"], fleet["workers"]
+    added = sglang_router_workers.run(_params(router, w1 + "/", "present"), check_mode=False)
+    assert added["changed"] and added["worker"]["is_healthy"] and added["worker"]["url"] == w1
+    again = sglang_router_workers.run(_params(router, w1, "present"), check_mode=False)
+    assert not again["changed"]
+    assert sorted(w["url"] for w in again["workers"]) == sorted([w0, w1])
+
+    check = sglang_router_workers.run(_params(router, w1, "absent"), check_mode=True)
+    assert check["changed"] and len(Router(router).find(w1)) == 1, "check mode must not remove the worker"
+
+    removed = sglang_router_workers.run(_params(router, w1, "absent"), check_mode=False)
+    assert removed["changed"] and removed["worker"] == {}
+    assert [w["url"] for w in removed["workers"]] == [w0]
+    assert not sglang_router_workers.run(_params(router, w1, "absent"), check_mode=False)["changed"]
+
+
+def test_removed_worker_gets_no_traffic(fleet):
+    router, (w0, w1) = fleet["router"], fleet["workers"]
+    sglang_router_workers.run(_params(router, w1, "absent"), check_mode=False)
+    for _ in range(6):
+        assert _post_chat(router) == 200
+    with urllib.request.urlopen(w1 + "/metrics", timeout=5) as resp:
+        assert "sglang:num_running_reqs" in resp.read().decode()
+    # the slow worker (2 s per request) would show up in the latency if the router still sent it anything
+    start = time.monotonic()
+    for _ in range(4):
+        _post_chat(router)
+    assert time.monotonic() - start < 4.0
+
+
+def test_drain_waits_for_the_running_request(fleet):
+    w1 = fleet["workers"][1]
+    thread = threading.Thread(target=_post_chat, args=(w1,))
+    thread.start()
+    time.sleep(0.3)
+    params = {"url": w1, "metrics": ["sglang:num_running_reqs", "sglang:num_queue_reqs"], "timeout": 20,
+              "poll_interval": 0.2, "settle_polls": 2, "request_timeout": 5}
+    checked = sglang_drain.run(params, check_mode=True)
+    assert checked["in_flight_initial"] == 1 and checked["waited_s"] == 0.0
+    result = sglang_drain.run(params, check_mode=False)
+    thread.join()
+    assert result["in_flight_initial"] == 1 and result["in_flight"] == 0
+    assert result["waited_s"] >= 1.0, result
+
+
+def test_drain_names_missing_metrics(fleet):
+    params = {"url": fleet["router"], "metrics": ["sglang:num_running_reqs"], "timeout": 1, "poll_interval": 0.2,
+              "settle_polls": 1, "request_timeout": 5}
+    with pytest.raises(RouterError, match="--enable-metrics"):
+        sglang_drain.run(params, check_mode=False)
+
+
+def test_router_snapshot_matches_the_real_parser(tmp_path):
+    out = tmp_path / "router.json"
+    subprocess.run([str(ROUTER_PY), str(ROOT / "tests" / "contract" / "export_sglang_cli.py"), "--router", str(out)],
+                   check=True, capture_output=True)
+    assert json.loads(out.read_text()) == json.loads(
+        (ROOT / "plugins" / "data" / "sglang_router_cli_0.3.2.json").read_text())

@@ -1,0 +1,167 @@
+"""sglang_router_api (Prometheus text, waits), sglang_router_workers and sglang_drain without a network.
+
+The real router and simulator are exercised in tests/contract/test_router_api.py; here fakes stand in for
+the cases the real ones cannot be made to show on demand: a router that never lists the worker healthy, one
+that never forgets a removed worker, a server that never drains.
+"""
+
+import pytest
+
+import sglang_drain
+import sglang_router_workers
+from ansible.module_utils.sglang_router_api import RouterError, normalise_url, parse_prometheus, wait_until
+from sglang_argv import sglang_router_argv
+
+# SGLang 0.5.23 /metrics with --tp-size 2 (one line per rank), as the simulator and the real server print it.
+METRICS = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="Kimi {K2.5}",tp_rank="0"} 3.0
+sglang:num_running_reqs{engine_type="unified",model_name="Kimi {K2.5}",tp_rank="1"} 1.0
+sglang:num_queue_reqs{engine_type="unified",model_name="m",tp_rank="0"} 2.0 1700000000000
+process_open_fds 17
+broken{label="x" NaNx
+"""
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_parse_prometheus_sums_ranks_and_survives_quoted_braces():
+    values = parse_prometheus(METRICS)
+    assert values == {"sglang:num_running_reqs": 4.0, "sglang:num_queue_reqs": 2.0, "process_open_fds": 17.0}
+
+
+def test_normalise_url():
+    assert normalise_url("HTTP://Node-1:30000/") == "http://node-1:30000"
+    assert normalise_url(" http://a:1/x/ ") == "http://a:1/x"
+
+
+def test_wait_until_is_bounded():
+    clock = Clock()
+    calls = []
+    value, waited = wait_until(lambda: calls.append(1), 5, 0.5, clock=clock, sleep=clock.sleep)
+    assert value is None and waited == pytest.approx(5.0) and len(calls) == 11
+
+
+class FakeRouter:
+    """GET/POST/DELETE /workers with a knob for each misbehaviour."""
+
+    def __init__(self, workers=(), healthy_after=0, forget=True):
+        self.list = [dict(w) for w in workers]
+        self.healthy_after, self.forget = healthy_after, forget
+        self.polls, self.calls = 0, []
+
+    def workers(self):
+        self.polls += 1
+        for w in self.list:
+            if self.polls > self.healthy_after:
+                w["is_healthy"] = True
+        return [dict(w) for w in self.list]
+
+    def find(self, url):
+        return [w for w in self.workers() if normalise_url(w["url"]) == normalise_url(url)]
+
+    def add(self, url):
+        self.calls.append(("POST", url))
+        self.list.append({"id": "new", "url": url, "is_healthy": False})
+
+    def remove(self, worker_id):
+        self.calls.append(("DELETE", worker_id))
+        if self.forget:
+            self.list = [w for w in self.list if w["id"] != worker_id]
+
+
+def _params(state, timeout=10):
+    return {"router_url": "http://r:30000", "worker_url": "http://n1:30000/", "state": state, "timeout": timeout,
+            "poll_interval": 0.5, "request_timeout": 5}
+
+
+def test_present_adds_once_and_waits_for_health():
+    clock = Clock()
+    router = FakeRouter([{"id": "a", "url": "http://n0:30000", "is_healthy": True}], healthy_after=4)
+    result = sglang_router_workers.run(_params("present"), False, router=router, clock=clock, sleep=clock.sleep)
+    assert result["changed"] and result["worker"]["is_healthy"] and router.calls == [("POST", "http://n1:30000")]
+    assert result["waited_s"] > 0
+
+
+def test_present_fails_naming_the_worker_when_never_healthy():
+    clock = Clock()
+    router = FakeRouter([], healthy_after=10 ** 6)
+    with pytest.raises(RouterError, match=r"does not list http://n1:30000 as healthy 10 s after adding it \(listed"):
+        sglang_router_workers.run(_params("present"), False, router=router, clock=clock, sleep=clock.sleep)
+
+
+def test_absent_removes_every_entry_and_fails_when_the_router_keeps_it():
+    clock = Clock()
+    both = [{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+            {"id": "y", "url": "http://N1:30000/", "is_healthy": True}]
+    router = FakeRouter(both)
+    result = sglang_router_workers.run(_params("absent"), False, router=router, clock=clock, sleep=clock.sleep)
+    assert result["changed"] and router.calls == [("DELETE", "x"), ("DELETE", "y")] and result["workers"] == []
+    stuck = FakeRouter(both[:1], forget=False)
+    with pytest.raises(RouterError, match="still listed by the router"):
+        sglang_router_workers.run(_params("absent"), False, router=stuck, clock=clock, sleep=clock.sleep)
+
+
+def test_check_mode_changes_nothing():
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True}])
+    assert sglang_router_workers.run(_params("absent"), True, router=router)["changed"]
+    assert router.calls == []
+    assert not sglang_router_workers.run(_params("present"), True, router=router)["changed"]
+
+
+class FakeServer:
+    base_url = "http://n1:30000"
+
+    def __init__(self, series):
+        self.series = list(series)
+
+    def request(self, method, path, body=None, expect=(200,)):
+        running = self.series.pop(0) if len(self.series) > 1 else self.series[0]
+        if running is None:
+            return 404, '{"detail":"Not Found"}'
+        return 200, ('sglang:num_running_reqs{tp_rank="0"} %s\nsglang:num_queue_reqs{tp_rank="0"} 0\n' % running)
+
+
+DRAIN = {"url": "http://n1:30000", "metrics": ["sglang:num_running_reqs", "sglang:num_queue_reqs"], "timeout": 5,
+         "poll_interval": 0.5, "settle_polls": 2, "request_timeout": 5}
+
+
+def test_drain_needs_consecutive_zeros():
+    clock = Clock()
+    server = FakeServer([2, 0, 1, 0, 0, 5])
+    result = sglang_drain.run(DRAIN, False, client=server, clock=clock, sleep=clock.sleep)
+    assert result["in_flight_initial"] == 2 and result["in_flight"] == 0 and server.series == [5]
+
+
+def test_drain_times_out_with_the_numbers():
+    clock = Clock()
+    with pytest.raises(RouterError, match=r"still has 3 request\(s\) in flight after 5 s .*started with 3"):
+        sglang_drain.run(DRAIN, False, client=FakeServer([3]), clock=clock, sleep=clock.sleep)
+
+
+def test_drain_without_metrics_says_enable_metrics():
+    with pytest.raises(RouterError, match="--enable-metrics"):
+        sglang_drain.run(DRAIN, False, client=FakeServer([None]))
+
+
+def test_router_argv_validates_against_the_real_parser_snapshot():
+    argv = sglang_router_argv({"host": "0.0.0.0", "port": 30000, "worker-urls": ["http://a:30000", "http://b:30000"],
+                               "policy": "cache_aware", "health_check_interval_secs": 5})
+    assert argv == ["--host", "0.0.0.0", "--port", "30000", "--worker-urls", "http://a:30000", "http://b:30000",
+                    "--policy", "cache_aware", "--health-check-interval-secs", "5"]
+    with pytest.raises(Exception) as err:
+        sglang_router_argv({"policy": "fastest", "health-check-interval": 5, "port": "x", "api-key": "s3cret"})
+    text = str(err.value)
+    for needle in ("'fastest' is not a valid choice in sglang-router 0.3.2", "--health-check-interval is not an "
+                   "option of sglang-router 0.3.2; did you mean --health-check-interval-secs",
+                   "--port expects an integer", "--api-key would put a secret"):
+        assert needle in text
