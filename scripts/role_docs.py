@@ -16,7 +16,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
-ORDER = ["preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health"]
+ORDER = ["preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health",
+         "sglang_router"]
 
 
 def _cell(value) -> str:

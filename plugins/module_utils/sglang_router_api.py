@@ -24,6 +24,10 @@ class RouterError(Exception):
     """A router or worker endpoint did not answer as expected; the message names URL and status."""
 
 
+class NoAnswer(RouterError):
+    """Nothing answered at all (connection refused, timeout, name not resolved)."""
+
+
 def normalise_url(url):
     """``url`` without trailing slashes, scheme and host lower-cased (how we compare worker URLs)."""
     url = str(url).strip().rstrip("/")
@@ -99,7 +103,7 @@ class HttpJson:
         except HTTPError as exc:
             status, raw = exc.code, exc.read() if hasattr(exc, "read") else b""
         except (URLError, OSError, ValueError) as exc:
-            raise RouterError("%s %s: no answer (%s)" % (method, url, getattr(exc, "reason", exc)))
+            raise NoAnswer("%s %s: no answer (%s)" % (method, url, getattr(exc, "reason", exc)))
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         if status not in expect:
             raise RouterError("%s %s: HTTP %s %s" % (method, url, status, text[:300]))

@@ -12,6 +12,8 @@ description:
     (SGLang's own SIGTERM drain exists, but requests already routed still need an answer).
   - Fails with the last counts when I(timeout) passes, or when the endpoint has no such metrics (say so:
     the server runs without C(--enable-metrics)).
+  - A server that does not answer at all (stopped, crashed) has nothing in flight: the module succeeds at once
+    with I(server_down=true).
   - Check mode reads the counts once and does not wait.
 options:
   url:
@@ -63,6 +65,10 @@ counts:
   returned: always
   type: dict
   sample: {"sglang:num_running_reqs": 0.0, "sglang:num_queue_reqs": 0.0}
+server_down:
+  description: True when nothing answered at the first poll (nothing to drain).
+  returned: always
+  type: bool
 waited_s:
   description: Seconds until drained (or until the timeout).
   returned: always
@@ -70,7 +76,7 @@ waited_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_api import HttpJson, RouterError, parse_prometheus, wait_until
+from ansible.module_utils.sglang_router_api import HttpJson, NoAnswer, RouterError, parse_prometheus, wait_until
 
 
 def read_counts(client, metrics):
@@ -90,9 +96,13 @@ def run(params, check_mode, client=None, clock=None, sleep=None):
     client = client or HttpJson(params["url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
     metrics = params["metrics"]
-    state = {"counts": read_counts(client, metrics), "zeros": 0}
+    try:
+        state = {"counts": read_counts(client, metrics), "zeros": 0}
+    except NoAnswer:
+        return {"changed": False, "in_flight_initial": 0, "in_flight": 0, "counts": {}, "waited_s": 0.0,
+                "server_down": True}
     first = int(sum(state["counts"].values()))
-    result = {"changed": False, "in_flight_initial": first}
+    result = {"changed": False, "in_flight_initial": first, "server_down": False}
     if check_mode:
         result.update(in_flight=first, counts=state["counts"], waited_s=0.0)
         return result

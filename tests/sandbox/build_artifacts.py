@@ -12,6 +12,7 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
     git/flashinfer.git           bare repo, tag v0.7.2
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
+    wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
     wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py), with a PEP 503
                                  index in wheelhouse/simple/ (node index URL file:///srv/sandbox/wheelhouse/simple)
     MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
@@ -33,6 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parent.parent
 NODE_MOUNT = "/srv/sandbox"
+ROUTER_LOCK = REPO_ROOT / "roles" / "sglang_router" / "files" / "requirements-0.3.2.txt"
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
@@ -151,6 +153,14 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         manifest["artifacts"]["wheelhouse"] = {"path": _node(out / "wheelhouse", out), "wheels": names}
         return "%s %s" % (_node(out / "wheelhouse", out), ", ".join(names))
 
+    def router_wheels():
+        import wheelhouse
+        names = wheelhouse.build_router_wheelhouse(out / "wheelhouse" / "router", ROUTER_LOCK)
+        manifest["artifacts"]["router_wheelhouse"] = {"path": _node(out / "wheelhouse" / "router", out),
+                                                      "wheels": names}
+        return "%s %d wheels (sglang-router and its pinned closure)" % (_node(out / "wheelhouse" / "router", out),
+                                                                        len(names))
+
     def torch_wheel():
         name, changed = fake_torch.build_torch_wheel(out / "wheelhouse")
         manifest["artifacts"]["torch_wheel"] = {"path": _node(out / "wheelhouse" / name, out),
@@ -161,6 +171,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     t0 = time.monotonic()
     step("wheelhouse/torch", torch_wheel)  # first: the wheelhouse step lists every wheel
     step("wheelhouse", wheels)
+    step("wheelhouse/router", router_wheels)
     step("bin/nvidia-smi", nvsmi)
     step("gpus.json", gpus)
     step("cuda-repo", repo)

@@ -32,3 +32,30 @@ def build_wheelhouse(out: Path) -> list[str]:
 
 if __name__ == "__main__":
     print("\n".join(build_wheelhouse(Path(sys.argv[1] if len(sys.argv) > 1 else ".sandbox/artifacts/wheelhouse"))))
+
+
+def _pins(lock: Path) -> list[str]:
+    return [line.split("#")[0].strip() for line in lock.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def build_router_wheelhouse(out: Path, lock: Path) -> list[str]:
+    """Download the router lock (``roles/sglang_router/files/requirements-<v>.txt``: sglang-router and its
+    exact-pinned closure) as binary wheels for the node (CPython 3.11, manylinux x86_64) into ``out`` unless
+    every pin is there already; return the wheel file names. The router host installs from it with
+    ``--no-index --find-links``, resolving the same lock the role uses on a real host."""
+    out.mkdir(parents=True, exist_ok=True)
+    def norm(name):
+        return name.lower().replace("_", "-").replace(".", "-")
+
+    wanted = {norm(p.split("==")[0]): p.split("==")[1] for p in _pins(lock)}
+    present = {norm(p.name.split("-")[0]): p.name.split("-")[1] for p in out.glob("*.whl")}
+    if any(present.get(name) != version for name, version in wanted.items()):
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+             "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
+             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
+             "--platform", "manylinux_2_28_x86_64", "--platform", "any",
+             "--dest", str(out), "-r", str(lock)],
+            check=True,
+        )
+    return sorted(p.name for p in out.glob("*.whl"))

@@ -165,3 +165,15 @@ def test_router_argv_validates_against_the_real_parser_snapshot():
                    "option of sglang-router 0.3.2; did you mean --health-check-interval-secs",
                    "--port expects an integer", "--api-key would put a secret"):
         assert needle in text
+
+
+def test_drain_of_a_stopped_server_is_immediate():
+    class Down:
+        base_url = "http://n1:30000"
+
+        def request(self, *a, **k):
+            from ansible.module_utils.sglang_router_api import NoAnswer
+            raise NoAnswer("GET http://n1:30000/metrics: no answer (Connection refused)")
+
+    result = sglang_drain.run(DRAIN, False, client=Down())
+    assert result["server_down"] and result["in_flight"] == 0
