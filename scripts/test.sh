@@ -3,6 +3,7 @@
 # Usage: scripts/test.sh                                   (everything)
 #        SKIP_MOLECULE=1 scripts/test.sh                   (lint + unit tests only)
 #        MOLECULE_SCENARIOS="preflight" scripts/test.sh    (only these molecule scenarios)
+#        SKIP_ROLLING=1 scripts/test.sh                    (without the fleet's rolling redeploy under load)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -13,6 +14,8 @@ echo "== ansible-lint (profile production)"
 ansible-lint
 echo "== the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
 tests/contract/install_real_sglang.sh
+echo "== the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
+tests/contract/install_real_router.sh
 echo "== unit and contract tests"
 python -m pytest -q tests/unit tests/contract
 if [ -z "${SKIP_MOLECULE:-}" ]; then
@@ -26,4 +29,14 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     echo "FAIL: the HF token appears in Ansible's output (.cache/molecule-default.log)" >&2
     exit 1
   fi
+fi
+if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then
+  # A fresh fleet (2 GPU nodes + the real router), then the rollout whose node 2 gets a release that crashes while
+  # loading: node 1 moves to the new release under load, node 2 is rolled back, 0 failed requests.
+  # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
+  echo "== rolling redeploy under load (fleet sandbox, benchmarks/rolling_redeploy.py --case crash --check)"
+  scripts/sandbox-fleet.sh --destroy >/dev/null
+  scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1 || { tail -50 .cache/fleet-deploy.log; exit 1; }
+  python benchmarks/rolling_redeploy.py --case crash --check --workdir .cache/rolling
+  scripts/sandbox-fleet.sh --destroy >/dev/null
 fi

@@ -177,3 +177,22 @@ def test_drain_of_a_stopped_server_is_immediate():
 
     result = sglang_drain.run(DRAIN, False, client=Down())
     assert result["server_down"] and result["in_flight"] == 0
+
+
+def test_worker_urls_from_the_inventory():
+    from router import sglang_router_worker_url, sglang_router_worker_urls
+
+    hostvars = {
+        "gpu-0": {"ansible_host": "10.0.0.5"},
+        "gpu-1": {"ansible_host": "10.0.0.6", "sglang_router_worker_address": "gpu-1.internal",
+                  "sglang_service_extra_options": {"port": 31000}},
+        "box-0": {"ansible_connection": "containers.podman.podman", "ansible_host": "ignored"},
+        "v6": {"ansible_host": "fd00::7", "sglang_router_worker_port": "32000"},
+    }
+    assert sglang_router_worker_urls(["gpu-0", "gpu-1", "box-0", "v6"], hostvars) == [
+        "http://10.0.0.5:30000", "http://gpu-1.internal:31000", "http://box-0:30000", "http://[fd00::7]:32000"]
+    assert sglang_router_worker_url("gpu-0", hostvars, "https", 8443) == "https://10.0.0.5:8443"
+    with pytest.raises(Exception, match="same worker URL: http://10.0.0.5:30000"):
+        sglang_router_worker_urls(["gpu-0", "dup"], {**hostvars, "dup": {"ansible_host": "10.0.0.5"}})
+    with pytest.raises(Exception, match="http or https"):
+        sglang_router_worker_url("gpu-0", hostvars, "grpc")
