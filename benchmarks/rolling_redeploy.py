@@ -2,10 +2,12 @@
 """Rolling redeploy of the fleet sandbox under load: failed requests, latency, time out of rotation.
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
-    python benchmarks/rolling_redeploy.py [--clients 4] [--case both|release|crash] [--check]
+    python benchmarks/rolling_redeploy.py [--clients 4] [--case both|release|crash|router-down ...] [--check]
 
-Cases (each prints its figures):
+Cases (each prints its figures; in the order router-down, release, crash whatever the order given):
 
+router-down  the router is stopped: the play must fail before any node is touched (no restart, no release
+         change on any node); the router is started again afterwards.
 release  every node onto a new SGLang release (tests/sandbox/patches/0001-release-r2-note.patch) while N clients
          send chat completions (every 4th streamed) through the router; expected: the play succeeds, 0 failed requests.
 crash    the same rollout, but node 2's release also carries 0002-crash-at-shard-40.patch (the server dies at
@@ -16,7 +18,8 @@ The load generator runs here, against the router container's address on the podm
 playbook ends. A poller reads the router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not
 listed healthy. ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). The cases run one
 after the other: on a fresh fleet "release" moves both nodes r1 -> r2; "crash" then restarts node 1 on r2 (nothing
-changed) and gives node 2 r2 + the crash patch, which must be rolled back to r2.
+changed) and gives node 2 r2 + the crash patch, which must be rolled back to r2. "crash" alone on a fresh fleet
+moves node 1 r1 -> r2 and rolls node 2 back to r1 (scripts/test.sh runs router-down + crash).
 """
 
 import argparse
@@ -25,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -207,6 +209,39 @@ def run_case(name, patches_by_host, args, workdir):
     return figures, out
 
 
+def invocation(node):
+    return podman("exec", node, "systemctl", "show", "--property=InvocationID", "--value", "sglang-kimi.service")
+
+
+def router_down_case(workdir):
+    """Stop the router, run the rollout: it must fail at the router check and leave every node as it was."""
+    before = {n: (current_release(n), invocation(n)) for n in NODES}
+    podman("exec", ROUTER, "systemctl", "stop", "sglang-router.service")
+    try:
+        rc, wall, out = ansible(["playbooks/rolling_redeploy.yml"], os.path.join(workdir, "router-down.log"))
+    finally:
+        podman("exec", ROUTER, "systemctl", "start", "sglang-router.service")
+    after = {n: (current_release(n), invocation(n)) for n in NODES}
+    message = next((line.strip() for line in out.splitlines() if "does not answer GET /workers" in line), "")
+    print("== router-down: playbook rc=%s in %.0f s" % (rc, wall))
+    print("   play's message: %s" % (message[:300] or "(none)"))
+    print("   nodes untouched (release and service instance): %s" % (before == after))
+    problems = []
+    if rc == 0 or "no GPU node was touched" not in message:
+        problems.append("router-down: the play did not stop at the router check (rc %s)" % rc)
+    if before != after:
+        problems.append("router-down: a node changed although the router was down: %s -> %s" % (before, after))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # the router is back before the next case starts
+        try:
+            with urllib.request.urlopen(router_url() + "/readiness", timeout=2) as resp:
+                if resp.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.5)
+    return problems
+
+
 def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
     print("   requests %d, failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
@@ -222,18 +257,26 @@ def print_figures(f):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--case", choices=["both", "release", "crash"], default="both")
+    ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
+    ap.add_argument("--case", choices=["both", "release", "crash", "router-down"], default=None,
+                    help="both = release then crash; --case may be given more than once", action="append")
     ap.add_argument("--max-s", type=float, default=1200, help="upper bound on the load's length per case (s)")
     ap.add_argument("--router-url", default="", help="default: the router container's address")
-    ap.add_argument("--workdir", default="")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, ".cache", "rolling"),
+                    help="playbook logs, inventory overlays and figures.json (default .cache/rolling, overwritten)")
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="rolling-")
+    cases = set(args.case or ["both"])
+    if "both" in cases:
+        cases |= {"release", "crash"}
+    workdir = args.workdir
     os.makedirs(workdir, exist_ok=True)
     problems, results = [], []
 
-    if args.case in ("both", "release"):
+    if "router-down" in cases:
+        problems += router_down_case(workdir)
+
+    if "release" in cases:
         f, out = run_case("release", {n: [R2] for n in NODES}, args, workdir)
         results.append(f)
         print_figures(f)
@@ -244,7 +287,7 @@ def main(argv=None):
         if any(f["release_after"][n] == f["release_before"][n] for n in NODES):
             problems.append("release: not every node is on a new release: %s" % f["release_after"])
 
-    if args.case in ("both", "crash"):
+    if "crash" in cases:
         f, out = run_case("crash", {NODES[0]: [R2], NODES[1]: [R2, CRASH]}, args, workdir)
         results.append(f)
         print_figures(f)
@@ -255,7 +298,7 @@ def main(argv=None):
             problems.append("crash: the play succeeded although node 2's release crashes")
         if stopped not in out or "crashed" not in message:
             problems.append("crash: the play's failure does not name %s and the verdict crashed" % NODES[1])
-        if args.case == "crash" and f["release_after"][NODES[0]] == f["release_before"][NODES[0]]:
+        if "release" not in cases and f["release_after"][NODES[0]] == f["release_before"][NODES[0]]:
             problems.append("crash: %s did not move to the new release before node 2 was reached" % NODES[0])
         if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
             problems.append("crash: %s was not rolled back (%s)" % (NODES[1], f["release_after"][NODES[1]]))

@@ -34,9 +34,9 @@ if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then
   # A fresh fleet (2 GPU nodes + the real router), then the rollout whose node 2 gets a release that crashes while
   # loading: node 1 moves to the new release under load, node 2 is rolled back, 0 failed requests.
   # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  echo "== rolling redeploy under load (fleet sandbox, benchmarks/rolling_redeploy.py --case crash --check)"
+  echo "== rolling redeploy under load (fleet sandbox: router down, then node 2 crashes on its new release)"
   scripts/sandbox-fleet.sh --destroy >/dev/null
   scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1 || { tail -50 .cache/fleet-deploy.log; exit 1; }
-  python benchmarks/rolling_redeploy.py --case crash --check --workdir .cache/rolling
+  python benchmarks/rolling_redeploy.py --case router-down --case crash --check
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi

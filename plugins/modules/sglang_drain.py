@@ -10,10 +10,10 @@ description:
     scheduler_metrics_mixin.py). Succeeds once the sum was 0 in I(settle_polls) consecutive polls.
   - Use it after the worker left the router's rotation and before a restart, so that no request is cut off
     (SGLang's own SIGTERM drain exists, but requests already routed still need an answer).
-  - Fails with the last counts when I(timeout) passes, or when the endpoint has no such metrics (say so:
-    the server runs without C(--enable-metrics)).
-  - A server that does not answer at all (stopped, crashed) has nothing in flight: the module succeeds at once
-    with I(server_down=true).
+  - Fails with the last counts when I(timeout) passes, or when the endpoint has no such metrics (then the
+    server runs without C(--enable-metrics), and the message says so).
+  - A server that does not answer at all (stopped, crashed) has nothing in flight, so the module succeeds at
+    once with I(server_down=true).
   - Check mode reads the counts once and does not wait.
 options:
   url:
