@@ -10,9 +10,10 @@ router-down  the router is stopped: the play must fail before any node is touche
          change on any node); the router is started again afterwards.
 release  every node onto a new SGLang release (tests/sandbox/patches/0001-release-r2-note.patch) while N clients
          send chat completions (every 4th streamed) through the router; expected: the play succeeds, 0 failed requests.
-crash    the same rollout, but node 2's release also carries 0002-crash-at-shard-40.patch (the server dies at
-         shard 40 of 64 while loading): expected: node 2 is rolled back and back in rotation, the play fails naming
-         node 2 and the verdict, 0 failed requests.
+crash    every node onto r2 and model revision sandbox-r2, but node 2's release also carries
+         0002-crash-at-shard-40.patch (the server dies at shard 40 of 64 while loading): expected: node 1 on the new
+         release and model; node 2 rolled back to its release and model and back in rotation; the play fails naming
+         node 2 and the verdict; 0 failed requests.
 
 The load generator runs here, against the router container's address on the podman network; it stops when the
 playbook ends. A poller reads the router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not
@@ -155,9 +156,14 @@ def current_release(node):
     return podman("exec", node, "readlink", "/opt/sglang/current")
 
 
-def overlay(path, patches_by_host):
-    """An inventory overlay giving each host its SGLang patch series (host vars win over group vars)."""
-    hosts = {h: {"sglang_build_patches": p} for h, p in patches_by_host.items()}
+def current_model(node):
+    return podman("exec", node, "readlink", "/srv/models/Kimi-K2.5/current")
+
+
+def overlay(path, vars_by_host):
+    """An inventory overlay giving each host its new release (patch series) and model revision; host vars in a
+    later inventory source win over the fleet's group vars."""
+    hosts = dict(vars_by_host)
     with open(path, "w") as fh:
         json.dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, fh)
 
@@ -180,11 +186,12 @@ def percentile(values, p):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def run_case(name, patches_by_host, args, workdir):
+def run_case(name, vars_by_host, args, workdir):
     inv = os.path.join(workdir, "%s-overlay.json" % name)
-    overlay(inv, patches_by_host)
+    overlay(inv, vars_by_host)
     url = args.router_url or router_url()
     before = {n: current_release(n) for n in NODES}
+    models_before = {n: current_model(n) for n in NODES}
     load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
     rotation.start()
     load.start()
@@ -193,6 +200,7 @@ def run_case(name, patches_by_host, args, workdir):
     load.stop()
     out_of_rotation = rotation.stop()
     after = {n: current_release(n) for n in NODES}
+    models_after = {n: current_model(n) for n in NODES}
     lat = [r[1] for r in load.results if r[2]]
     failed = [r for r in load.results if not r[2]]
     figures = {
@@ -203,6 +211,8 @@ def run_case(name, patches_by_host, args, workdir):
         "out_of_rotation_s": out_of_rotation, "router_poll_errors": rotation.errors,
         "release_before": {n: os.path.basename(v) for n, v in before.items()},
         "release_after": {n: os.path.basename(v) for n, v in after.items()},
+        "model_before": {n: os.path.basename(v) for n, v in models_before.items()},
+        "model_after": {n: os.path.basename(v) for n, v in models_after.items()},
         "failures_sample": [r[3] for r in failed[:5]],
         "log": os.path.join(workdir, name + ".log"),
     }
@@ -249,7 +259,8 @@ def print_figures(f):
     for url, secs in f["out_of_rotation_s"].items():
         print("   out of rotation: %-36s %6.1f s" % (url, secs))
     for n in NODES:
-        print("   release %s: %s -> %s" % (n, f["release_before"][n], f["release_after"][n]))
+        print("   %s: release %s -> %s, model %s -> %s" % (n, f["release_before"][n], f["release_after"][n],
+                                                       f["model_before"][n], f["model_after"][n]))
     if f["failures_sample"]:
         print("   failures (first 5): %s" % f["failures_sample"])
     print("   playbook log: %s" % f["log"])
@@ -277,7 +288,7 @@ def main(argv=None):
         problems += router_down_case(workdir)
 
     if "release" in cases:
-        f, out = run_case("release", {n: [R2] for n in NODES}, args, workdir)
+        f, out = run_case("release", {n: {"sglang_build_patches": [R2]} for n in NODES}, args, workdir)
         results.append(f)
         print_figures(f)
         if f["playbook_rc"] != 0:
@@ -288,7 +299,9 @@ def main(argv=None):
             problems.append("release: not every node is on a new release: %s" % f["release_after"])
 
     if "crash" in cases:
-        f, out = run_case("crash", {NODES[0]: [R2], NODES[1]: [R2, CRASH]}, args, workdir)
+        model = {"model_stage_revision": "sandbox-r2"}
+        f, out = run_case("crash", {NODES[0]: {"sglang_build_patches": [R2], **model},
+                                    NODES[1]: {"sglang_build_patches": [R2, CRASH], **model}}, args, workdir)
         results.append(f)
         print_figures(f)
         stopped = "Rolling redeploy stopped at %s" % NODES[1]
@@ -298,10 +311,15 @@ def main(argv=None):
             problems.append("crash: the play succeeded although node 2's release crashes")
         if stopped not in out or "crashed" not in message:
             problems.append("crash: the play's failure does not name %s and the verdict crashed" % NODES[1])
-        if "release" not in cases and f["release_after"][NODES[0]] == f["release_before"][NODES[0]]:
-            problems.append("crash: %s did not move to the new release before node 2 was reached" % NODES[0])
+        if "release" not in cases and f["release_after"][NODES[0]] == f["release_before"][NODES[0]] \
+                and f["model_after"][NODES[0]] == f["model_before"][NODES[0]]:
+            problems.append("crash: %s moved to neither a new release nor a new model" % NODES[0])
         if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
             problems.append("crash: %s was not rolled back (%s)" % (NODES[1], f["release_after"][NODES[1]]))
+        if f["model_after"][NODES[1]] != f["model_before"][NODES[1]]:
+            problems.append("crash: %s's model was not rolled back (%s)" % (NODES[1], f["model_after"][NODES[1]]))
+        if f["model_after"][NODES[0]] != "sandbox-r2":
+            problems.append("crash: %s is not on model revision sandbox-r2 (%s)" % (NODES[0], f["model_after"][NODES[0]]))
         if f["out_of_rotation_s"] and any(url.endswith(NODES[1] + ":30000") and secs == 0
                                           for url, secs in f["out_of_rotation_s"].items()):
             problems.append("crash: %s never left rotation" % NODES[1])
