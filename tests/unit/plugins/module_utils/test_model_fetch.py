@@ -59,3 +59,33 @@ def test_format_duration(seconds, text):
 
 def test_redact_url_drops_credentials():
     assert redact_url("https://user:pw@mirror.example/models/K") == "https://mirror.example/models/K"
+
+
+def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkeypatch):
+    import hashlib
+    import io
+
+    from ansible.module_utils import model_fetch
+
+    kicks = []
+    monkeypatch.setattr(model_fetch, "start_writeback", lambda fd: kicks.append(fd))
+    data = bytes(range(256)) * (4096 * 130)  # 130 MiB
+    digest = hashlib.sha256()
+    with open(str(tmp_path / "out"), "wb", buffering=0) as out:
+        assert model_fetch.pump(io.BytesIO(data), out, digest) == len(data)
+        fileno = out.fileno()
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "out").read_bytes() == data
+    assert kicks == [fileno, fileno]  # at 64 and 128 MiB; the caller syncs the rest
+
+
+def test_writeback_hint_and_syncfs_work_on_this_kernel(tmp_path):
+    from ansible.module_utils.model_fetch import start_writeback, sync_filesystem
+
+    path = tmp_path / "f"
+    with open(str(path), "wb") as handle:
+        handle.write(b"x" * 4096)
+        assert start_writeback(handle.fileno()) is True
+    sync_filesystem(str(tmp_path))  # raises OSError on failure
+    with pytest.raises(OSError):
+        sync_filesystem(str(tmp_path / "absent"))
