@@ -1036,6 +1036,12 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     write_json_atomic(os.path.join(partial, JOURNAL), journal)
     shutil.rmtree(os.path.join(partial, ".cache"), ignore_errors=True)
     result.update(shards=len(index["shards"]), skipped=skipped, resumed_files=0, resumed_bytes=0)
+    # The helper learns the file list itself; the closing line gets the shard count and bytes from the index.
+    progress.shards = set(index["shards"])
+    progress.done_shards = len(progress.shards)
+    progress.total_bytes = progress.present = sum(r["size"] for r in records.values())
+    progress.transferred = min(progress.transferred, progress.total_bytes)
+    progress.maybe_emit(force=True)
     result["progress"] = progress.lines
     finish(module, partial, final, current, model_dir, index, sorted(files), journal, source.sums, result,
            "%s (commit %s)" % (source.description, report.get("commit")), "copy")
