@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark model_stage (source=http) against plain cp and cp + sha256sum, and the no-op re-run at 1x and 2x bytes.
 
-    /tmp/venvtest/bin/python benchmarks/stage_bench.py --gb 1          # default 4; needs safetensors + numpy
+    python benchmarks/stage_bench.py --gb 1      # default 4; after source scripts/env.sh (safetensors optional)
 
 1. writes a real-format checkpoint of ``--gb`` GB (``--shards`` shards, tests/sandbox/checkpoint.py) with SHA256SUMS;
 2. serves it from a separate process on 127.0.0.1 (tests/sandbox/fake_hub.py, sendfile, honours Range);
@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import resource
+import struct
 import shutil
 import socket
 import subprocess
@@ -38,24 +39,47 @@ ansible.module_utils.__path__.append(os.path.join(ROOT, "plugins", "module_utils
 import model_stage  # noqa: E402
 
 
+def save_u8_tensors(tensors, path, metadata=None):
+    """Write 1-D U8 tensors (name -> bytes) as a safetensors file with the standard library: an 8-byte
+    little-endian header length, the JSON header padded with spaces to 8 bytes, then the data in order.
+    Used where the safetensors package is not installed (a bare benchmark host)."""
+    header, offset = {}, 0
+    for name, data in tensors.items():
+        header[name] = {"dtype": "U8", "shape": [len(data)], "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    if metadata:
+        header["__metadata__"] = metadata
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as handle:
+        handle.write(struct.pack("<Q", len(raw)) + raw)
+        for data in tensors.values():
+            handle.write(data)
+
+
 def make_checkpoint(out, shards, shard_bytes):
     """``shards`` real safetensors files of ``shard_bytes`` each (4 U8 tensors of random bytes), index, config,
-    tokenizer config and SHA256SUMS (same layout as tests/sandbox/checkpoint.py, whose miniature model caps the size)."""
-    import hashlib
+    tokenizer config and SHA256SUMS (same layout as tests/sandbox/checkpoint.py, whose miniature model caps the size).
+    Written by the safetensors package when it is installed, else by ``save_u8_tensors``."""
+    try:
+        import numpy as np
+        from safetensors.numpy import save_file
 
-    import numpy as np
-    from safetensors.numpy import save_file
+        def save(tensors, path):
+            save_file(dict((k, np.frombuffer(v, np.uint8)) for k, v in tensors.items()), path,
+                      metadata={"format": "pt"})
+    except ImportError:
+        def save(tensors, path):
+            save_u8_tensors(tensors, path, {"format": "pt"})
 
     os.makedirs(out, exist_ok=True)
-    rng = np.random.default_rng(7)
     weight_map, total, files = {}, 0, {}
     for i in range(1, shards + 1):
         name = "model-%05d-of-%06d.safetensors" % (i, shards)
-        tensors = {"language_model.model.layers.%d.w%d" % (i, j): np.frombuffer(rng.bytes(shard_bytes // 4), np.uint8)
-                   for j in range(4)}
-        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+        tensors = dict(("language_model.model.layers.%d.w%d" % (i, j), os.urandom(shard_bytes // 4)) for j in range(4))
+        save(tensors, os.path.join(out, name))
         weight_map.update(dict((k, name) for k in tensors))
-        total += sum(t.nbytes for t in tensors.values())
+        total += sum(len(t) for t in tensors.values())
     meta = {"model.safetensors.index.json": {"metadata": {"total_size": total}, "weight_map": weight_map},
             "config.json": {"architectures": ["KimiK25ForConditionalGeneration"]},
             "tokenizer_config.json": {"model_max_length": 262144}}
