@@ -9,6 +9,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -522,6 +523,9 @@ def test_fake_hub_cli_logs_each_request_with_its_bytes(tmp_path):
         assert proc.stdout.readline().startswith(b"serving ")
         with urlopen(Request("http://127.0.0.1:%d/a.bin" % port, headers={"Range": "bytes=400-"}), timeout=10) as r:
             assert r.status == 206 and r.read() == b"x" * 600
+        deadline = time.monotonic() + 10  # the server logs a request once its body is sent, after the client has it
+        while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.02)
     finally:
         proc.terminate()
         proc.wait(10)
