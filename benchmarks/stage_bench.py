@@ -13,7 +13,7 @@
 Source files are warm in the page cache for every contender (each is read once before timing). Targets:
 staging <= 1.15 x cp, no-op(2x) / no-op(1x) <= 1.1. Disk peak is about 5 x ``--gb``; everything under ``--workdir``
 is removed at the end unless ``--keep``. ``cp`` does not sync while model_stage makes the files durable
-(one syncfs per batch) before it records them as done or renames; ``cp + sync`` is printed too, with the staging
+(fdatasync in batches) before it records them as done or renames; ``cp + sync`` is printed too, with the staging
 process's CPU seconds and the sha256 rate of one core (hashing alone bounds staging from below on few cores).
 """
 

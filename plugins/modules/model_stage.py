@@ -28,9 +28,10 @@ description:
     disappeared is fetched again (checked against the sha256 recorded in the manifest) and replaced atomically; the
     other files are kept.
   - Before any byte moves the module checks that the store has free space for the bytes still to transfer x 1.05.
-  - Durability is batched; there is no fsync per file. Writeback starts while a file is written, and one C(syncfs)
-    per batch (at most 30 s apart, and always before verification) makes the finished files durable before the
-    staging journal records them. Nothing is recorded, renamed or pointed at before it is durable. A file that an
+  - Durability is batched; there is no fsync as each file ends. Writeback starts while a file is written. The finished
+    files are made durable in batches, at most 30 s apart and always before verification. Each batch issues its
+    C(fdatasync) calls together, so the filesystem commits them at once. Only then does the staging journal record
+    them. Nothing is recorded, renamed or pointed at before it is durable. A file that an
     interrupted run finished but had not recorded yet is hashed again, not fetched again.
 options:
   name:
@@ -245,7 +246,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
-                                              parse_manifest, redact_url, sync_filesystem)
+                                              parse_manifest, redact_url, sync_files)
 from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
 from ansible.module_utils.safetensors_header import ShardError, verify_shard
 
@@ -256,7 +257,7 @@ JOURNAL = ".staging.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt")
 GB = 1000.0 ** 3
 STAT_KEYS = ("size", "mtime_ns", "inode")
-# Finished files are made durable (one syncfs) and recorded in the journal in batches, at most this many
+# Finished files are made durable (sync_files) and recorded in the journal in batches, at most this many
 # seconds apart, and always before verification and the rename.
 DURABLE_INTERVAL = 30.0
 
@@ -317,12 +318,12 @@ class Journal(object):
     """The staging journal ``<partial>/.staging.json``: files recorded there are done and are kept by a re-run.
 
     A file is recorded only after it is durable. Instead of an fsync per file (a journal commit each, and the
-    writer waits for the disk), finished files wait in ``pending``; ``commit`` makes them all durable with one
-    ``syncfs`` and then writes the journal. ``add`` commits when the last commit is ``interval`` seconds old, so
+    writer waits for the disk), finished files wait in ``pending``; ``commit`` makes them all durable at once
+    (``sync_files``) and then writes the journal. ``add`` commits when the last commit is ``interval`` seconds old, so
     a crash loses at most that much recording (those files are then hashed again, not fetched again).
     """
 
-    def __init__(self, path, data, interval=DURABLE_INTERVAL, clock=time.monotonic, sync=sync_filesystem):
+    def __init__(self, path, data, interval=DURABLE_INTERVAL, clock=time.monotonic, sync=sync_files):
         self.path = path
         self.data = data
         self.interval = interval
@@ -341,14 +342,14 @@ class Journal(object):
             self.commit()
 
     def commit(self):
-        """Sync the filesystem, then record every pending file. Returns how many were recorded."""
+        """Make every pending file durable, then record them. Returns how many were recorded."""
         with self.commit_lock:
             with self.lock:
                 batch, self.pending = self.pending, {}
                 self.last = self.clock()
             if not batch:
                 return 0
-            self.sync(os.path.dirname(self.path))
+            self.sync([os.path.join(os.path.dirname(self.path), rel) for rel in sorted(batch)])
             with self.lock:
                 self.data["files"].update(batch)
                 write_json_atomic(self.path, self.data)
@@ -949,7 +950,8 @@ def stage(module, source=None):
 
 
 def finish(module, partial, final, current, model_dir, index, files, journal, sums, result, description, link_mode):
-    sync_filesystem(partial)  # nothing is verified, recorded or renamed before it is durable (cheap when clean)
+    # nothing is verified, recorded or renamed before it is durable (quick for files a journal commit synced)
+    sync_files(os.path.join(partial, rel) for rel in files)
     problems = verify_tree(partial, index, files) + check_sums(partial, journal["files"], sums)
     if problems:
         for rel in bad_files(partial, files, problems):
@@ -1104,7 +1106,7 @@ def repair(module, source, final, model_dir, manifest, changed, result, progress
                                     % (rel, records[rel]["sha256"], os.path.basename(final), expected[rel]))
         if problems:
             raise StageError(["repairing %s failed; the changed files are still in place" % final] + problems)
-        sync_filesystem(work_dir)
+        sync_files(os.path.join(work_dir, rel) for rel in names)
         for rel in names:
             os.replace(os.path.join(work_dir, rel), os.path.join(final, rel))
             rec = stat_record(os.path.join(final, rel))

@@ -79,13 +79,19 @@ def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkey
     assert kicks == [fileno, fileno]  # at 64 and 128 MiB; the caller syncs the rest
 
 
-def test_writeback_hint_and_syncfs_work_on_this_kernel(tmp_path):
-    from ansible.module_utils.model_fetch import start_writeback, sync_filesystem
+def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch):
+    from ansible.module_utils import model_fetch
 
-    path = tmp_path / "f"
-    with open(str(path), "wb") as handle:
-        handle.write(b"x" * 4096)
-        assert start_writeback(handle.fileno()) is True
-    sync_filesystem(str(tmp_path))  # raises OSError on failure
-    with pytest.raises(OSError):
-        sync_filesystem(str(tmp_path / "absent"))
+    paths = [str(tmp_path / ("f%d" % i)) for i in range(3)]
+    for path in paths:
+        with open(path, "wb") as handle:
+            handle.write(b"x" * 4096)
+            assert model_fetch.start_writeback(handle.fileno()) is True
+    synced = []
+    real = model_fetch._sync_one
+    monkeypatch.setattr(model_fetch, "_sync_one", lambda p, data_only=True: synced.append((p, data_only)) or
+                        real(p, data_only))
+    model_fetch.sync_files(paths)
+    assert sorted(synced) == sorted([(p, True) for p in paths] + [(str(tmp_path), False)])  # files, then their dir
+    with pytest.raises(OSError, match="absent"):
+        model_fetch.sync_files([str(tmp_path / "absent")])
