@@ -183,8 +183,8 @@ def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None
     updating ``digest``: one pass over the bytes. Reads take ``read_bytes`` (default ``chunk``) and are written
     at once; the digest is fed ``chunk`` bytes at a time (a smaller read keeps a slow link's bytes flowing to
     disk and to ``on_bytes``, a big hash update is faster). ``on_bytes(n)`` after each read; ``should_stop()``
-    before each read may raise to abandon the copy (what was written stays). Every ``WRITEBACK_BYTES`` the
-    kernel is asked to start writing ``out`` back (no fsync here: the caller syncs in one batch).
+    before each read may raise to abandon the copy (what was written stays). Every ``WRITEBACK_BYTES``, and at
+    the end, the kernel is asked to start writing ``out`` back (no fsync here: the caller syncs in one batch).
     Returns bytes copied."""
     buf = bytearray(chunk)
     view = memoryview(buf)
@@ -205,7 +205,7 @@ def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None
         if filled and (not n or filled + step > chunk):
             digest.update(view[:filled])
             filled = 0
-        if unflushed >= WRITEBACK_BYTES:
+        if unflushed >= WRITEBACK_BYTES or (unflushed and not n):  # and the tail once the source is done
             start_writeback(out.fileno())
             unflushed = 0
         if not n:
