@@ -35,6 +35,15 @@ def module_pids(marker):
     return pids
 
 
+def alive(pid):
+    """True while ``pid`` exists and is not a zombie (it may vanish between any two reads)."""
+    try:
+        with open("/proc/%d/stat" % pid) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--partial", required=True)
@@ -53,8 +62,7 @@ def main():
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     at_kill = tree_bytes(args.partial)
-    while any(os.path.exists("/proc/%d" % pid) and open("/proc/%d/stat" % pid).read().split()[2] != "Z"
-              for pid in pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     print(json.dumps({"killed": pids, "partial_bytes": at_kill}))
     return 0 if pids else 1
