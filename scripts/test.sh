@@ -19,7 +19,7 @@ tests/contract/install_real_router.sh
 echo "== unit and contract tests"
 python -m pytest -q tests/unit tests/contract
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults}; do
+  for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults staging}; do
     echo "== molecule test -s $scenario"
     mkdir -p .cache
     molecule test -s "$scenario" 2>&1 | tee ".cache/molecule-$scenario.log"

@@ -10,6 +10,11 @@
   (one pass), resumes a partial file with ``Range: bytes=N-`` only when the server answers ``206`` with a
   ``Content-Range`` starting at N (anything else restarts the file from byte 0), retries transient
   failures with exponential backoff, and renames to ``<dest>`` once size and sha256 match.
+* ``start_writeback`` / ``sync_files``: durability in batches instead of an fsync as each file ends. ``pump``
+  asks the kernel to start writing back every ``WRITEBACK_BYTES`` it wrote (``sync_file_range``, no
+  waiting), so the disk works while the transfer goes on; the caller makes a batch of finished files
+  durable at once (``fdatasync`` issued together, so the filesystem journal commits them in one go) before
+  it records them as done or renames anything.
 * ``Progress`` renders ``staged 12/64 shards, 143.2/547.0 GB, 1.9 GB/s, ETA 3m`` lines, at most one per
   interval, into a list and (appended) into a progress file that an operator or the role can tail.
 
@@ -18,6 +23,8 @@ Headers (tokens) are never put into messages; URLs in messages have any user:pas
 
 from __future__ import absolute_import, division, print_function
 
+import ctypes
+import ctypes.util
 import hashlib
 import json
 import os
@@ -25,6 +32,7 @@ import re
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -32,7 +40,12 @@ from urllib.request import Request, urlopen
 
 __metaclass__ = type
 
-CHUNK_BYTES = 1024 * 1024
+# 8 MiB: hashlib releases the GIL for the whole update, and sha256 runs ~25 % faster than with 1 MiB pieces.
+CHUNK_BYTES = 8 * 1024 * 1024
+WRITEBACK_BYTES = 64 * 1024 * 1024
+# Network reads: a slow link's bytes reach the disk (and the progress line) every MiB.
+READ_BYTES = 1024 * 1024
+SYNC_FILE_RANGE_WRITE = 2
 METADATA_LIMIT = 256 * 1024 * 1024
 DOWNLOAD_SUFFIX = ".download"
 GB = 1000.0 ** 3
@@ -113,27 +126,90 @@ def parse_manifest(raw, source="SHA256SUMS"):
     return parse_sha256sums(text, source), {}
 
 
+# ---------------------------------------------------------------- durability
+
+_LIBC = []
+
+
+def _libc():
+    """The C library through ctypes, or None (then the fallbacks below are used)."""
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True))
+        except (OSError, TypeError):
+            _LIBC.append(None)
+    return _LIBC[0]
+
+
+def start_writeback(fd):
+    """Ask the kernel to start writing ``fd``'s dirty pages to disk without waiting (Linux
+    ``sync_file_range(SYNC_FILE_RANGE_WRITE)``). Only a hint: durability comes from ``sync_files``.
+    Returns False where the call is not available."""
+    libc = _libc()
+    func = getattr(libc, "sync_file_range", None)
+    if func is None:
+        return False
+    func.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
+    return func(fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0
+
+
+def _sync_one(path, data_only=True):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        (os.fdatasync if data_only else os.fsync)(fd)
+    except OSError as exc:
+        raise OSError(exc.errno, "cannot make %s durable: %s" % (path, exc.strerror), path)
+    finally:
+        os.close(fd)
+
+
+def sync_files(paths, parallel=8):
+    """Make ``paths`` durable: ``fdatasync`` each, from ``parallel`` threads at once so the filesystem's journal
+    commits them together, then fsync each parent directory (their names). Only these files are waited for
+    (``syncfs`` would also wait for every other writer on a shared filesystem). Raises OSError naming the file."""
+    paths = list(paths)
+    if not paths:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(paths)))) as pool:
+        list(pool.map(_sync_one, paths))
+    for directory in sorted(set(os.path.dirname(os.path.abspath(p)) for p in paths)):
+        _sync_one(directory, data_only=False)
+
+
 # ---------------------------------------------------------------- hashing
 
-def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None):
+def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None, read_bytes=None):
     """Copy ``source`` (anything with ``readinto``: a file, an HTTP response) to the file ``out`` while
-    updating ``digest``: one pass over the bytes. ``on_bytes(n)`` after each chunk; ``should_stop()``
-    before each read may raise to abandon the copy (what was written stays). Returns bytes copied."""
+    updating ``digest``: one pass over the bytes. Reads take ``read_bytes`` (default ``chunk``) and are written
+    at once; the digest is fed ``chunk`` bytes at a time (a smaller read keeps a slow link's bytes flowing to
+    disk and to ``on_bytes``, a big hash update is faster). ``on_bytes(n)`` after each read; ``should_stop()``
+    before each read may raise to abandon the copy (what was written stays). Every ``WRITEBACK_BYTES``, and at
+    the end, the kernel is asked to start writing ``out`` back (no fsync here: the caller syncs in one batch).
+    Returns bytes copied."""
     buf = bytearray(chunk)
     view = memoryview(buf)
-    copied = 0
+    step = min(read_bytes or chunk, chunk)
+    copied = unflushed = filled = 0
     while True:
         if should_stop is not None:
             should_stop()
-        n = source.readinto(buf)
+        n = source.readinto(view[filled:filled + step])
+        if n:
+            piece = view[filled:filled + n]
+            written = 0
+            while written < n:
+                written += out.write(piece[written:])
+            filled += n
+            copied += n
+            unflushed += n
+        if filled and (not n or filled + step > chunk):
+            digest.update(view[:filled])
+            filled = 0
+        if unflushed >= WRITEBACK_BYTES or (unflushed and not n):  # and the tail once the source is done
+            start_writeback(out.fileno())
+            unflushed = 0
         if not n:
             return copied
-        piece = view[:n]
-        digest.update(piece)
-        written = 0
-        while written < n:
-            written += out.write(piece[written:])
-        copied += n
         if on_bytes is not None:
             on_bytes(n)
 
@@ -248,7 +324,9 @@ class Mirror(object):
         return self._with_retries(name, once)
 
     def download(self, name, dest, expected_size=None, expected_sha256=None, on_bytes=None):
-        """Fetch ``name`` into ``dest`` via ``dest + '.download'``, resuming that file when present.
+        """Fetch ``name`` into ``dest`` via ``dest + '.download'``, resuming that file when present (or
+        ``dest`` itself, left complete by a run that stopped before recording it). Not fsynced: the caller
+        syncs before it records the file as done.
 
         Returns dict ``size``, ``sha256``, ``transferred`` (bytes over the wire this call),
         ``resumed_from`` (bytes kept from an earlier attempt), ``restarts`` (times the file began again
@@ -269,7 +347,12 @@ class Mirror(object):
 
         def once():
             if not os.path.exists(tmp):
-                open(tmp, "wb").close()
+                if os.path.isfile(dest):
+                    # finished by an earlier run that stopped before recording it: check it like a partial
+                    # file (hashed, not fetched again when whole; sha256 decides)
+                    os.replace(dest, tmp)
+                else:
+                    open(tmp, "wb").close()
             have = os.path.getsize(tmp)
             if expected_size is not None and have > expected_size:
                 os.unlink(tmp)
@@ -285,6 +368,7 @@ class Mirror(object):
                     if exc.code == 416 and have:  # our partial file is not a prefix the server knows
                         os.unlink(tmp)
                         state["restarts"] += 1
+                        state["resumed_from"] = 0  # nothing was kept
                         raise TransientError("server refused the range from byte %d; starting over" % have)
                     raise
                 with resp:
@@ -296,9 +380,10 @@ class Mirror(object):
                             # server ignored Range (200) or answered another range: start over
                             mode, have, digest = "wb", 0, hashlib.sha256()
                             state["restarts"] += 1
+                            state["resumed_from"] = 0  # nothing was kept
                     with open(tmp, mode, buffering=0) as out:
-                        have += pump(resp, out, digest, self.chunk, on_bytes=count, should_stop=cancelled)
-                        os.fsync(out.fileno())
+                        have += pump(resp, out, digest, self.chunk, on_bytes=count, should_stop=cancelled,
+                                     read_bytes=READ_BYTES)
             if expected_size is not None and have != expected_size:
                 raise TransientError("got %d of %d bytes (connection ended early)" % (have, expected_size))
             sha = digest.hexdigest()
@@ -309,6 +394,7 @@ class Mirror(object):
                     raise FetchError(name, "sha256 mismatch: manifest says %s, received bytes hash to %s; the "
                                            "mirror serves a corrupt or different file" % (expected_sha256, sha))
                 state["restarts"] += 1
+                state["resumed_from"] = 0  # nothing was kept
                 raise ChecksumError("sha256 mismatch, fetching again from byte 0")
             os.replace(tmp, dest)
             return sha, have

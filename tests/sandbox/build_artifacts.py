@@ -5,6 +5,8 @@ The directory is bind-mounted read-only into each sandbox node at ``/srv/sandbox
 refers to a path inside it uses ``/srv/sandbox/...``.
 
     bin/nvidia-smi               fake nvidia-smi (copy of fake_nvidia_smi.py); node: /usr/bin/nvidia-smi -> it
+    bin/fake-hub                 the loopback model mirror (copy of fake_hub.py); node: the sandbox-model-mirror
+                                 unit serves models/ on 127.0.0.1:8081 (playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
                                  copy it to /etc/sandbox/gpus.json (writable) and edit to inject faults
     cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/)
@@ -108,6 +110,12 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         manifest["artifacts"]["nvidia_smi"] = {"path": _node(out / "bin" / "nvidia-smi", out)}
         return "%s %s" % (_node(out / "bin" / "nvidia-smi", out), "(written)" if changed else "(unchanged)")
 
+    def mirror():
+        changed = _write_if_changed(out / "bin" / "fake-hub", (HERE / "fake_hub.py").read_bytes(), 0o755)
+        manifest["artifacts"]["model_mirror"] = {"path": _node(out / "bin" / "fake-hub", out),
+                                                 "serves": _node(out / "models", out)}
+        return "%s %s" % (_node(out / "bin" / "fake-hub", out), "(written)" if changed else "(unchanged)")
+
     def gpus():
         data = (json.dumps(default_gpus_json(), indent=2) + "\n").encode()
         changed = _write_if_changed(out / "gpus.json", data)
@@ -173,6 +181,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("wheelhouse", wheels)
     step("wheelhouse/router", router_wheels)
     step("bin/nvidia-smi", nvsmi)
+    step("bin/fake-hub", mirror)
     step("gpus.json", gpus)
     step("cuda-repo", repo)
     step("models/Kimi-K2.5", model)

@@ -18,9 +18,11 @@ Faults for tests (attributes of the server, also CLI flags): ``cut_after`` {file
 connection after that many body bytes (``cut_times`` {file: n} limits how often), ``ignore_range`` (set of
 files answered 200 whatever the Range), ``corrupt`` (set of files whose first body byte is flipped),
 ``missing`` (set of files answered 404), ``delay`` seconds per 1 MiB sent (a slow link), ``require_token``
-(401 without ``Authorization: Bearer <token>``). ``requests`` records (method, path, range, status, bytes).
+(401 without ``Authorization: Bearer <token>``). ``requests`` records (method, path, range, status, bytes);
+``log_path`` (``--log FILE``) also appends each as a JSON line, so a test outside the process can count the bytes.
 
-CLI: ``python3 fake_hub.py DIR [--port 8081] [--bind 127.0.0.1] [--repo moonshotai/Kimi-K2.5 --commit SHA]``
+CLI: ``python3 fake_hub.py DIR [--port 8081] [--bind 127.0.0.1] [--repo moonshotai/Kimi-K2.5 --commit SHA]
+[--delay S] [--log FILE]``
 """
 
 from __future__ import annotations
@@ -149,9 +151,12 @@ class Handler(BaseHTTPRequestHandler):
         self._record(200, 0 if head else len(body))
 
     def _record(self, status, sent):
+        entry = (self.command, unquote(urlsplit(self.path).path), self.headers.get("Range"), status, sent)
         with self.server.lock:
-            self.server.requests.append((self.command, unquote(urlsplit(self.path).path),
-                                         self.headers.get("Range"), status, sent))
+            self.server.requests.append(entry)
+            if self.server.log_path:
+                with open(self.server.log_path, "a") as log:
+                    log.write(json.dumps(dict(zip(("method", "path", "range", "status", "bytes"), entry))) + "\n")
 
     def _file(self, name, head, hub):
         srv = self.server
@@ -236,6 +241,7 @@ class FakeHub(ThreadingHTTPServer):
         self.cut_after, self.cut_times = {}, {}
         self.ignore_range, self.corrupt, self.missing = set(), set(), set()
         self.delay = 0.0
+        self.log_path = None
         self.thread = None
 
     @property
@@ -275,9 +281,11 @@ def main(argv=None):
     ap.add_argument("--commit", default=DEFAULT_COMMIT)
     ap.add_argument("--token", help="answer 401 unless Authorization: Bearer TOKEN")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds per MiB sent (a slow link)")
+    ap.add_argument("--log", help="append one JSON line per request (method, path, range, status, bytes)")
     args = ap.parse_args(argv)
     server = FakeHub(args.root, args.bind, args.port, args.repo, args.commit, args.token)
     server.delay = args.delay
+    server.log_path = args.log
     print("serving %s on %s%s" % (server.root, server.url, " as hub repo %s" % args.repo if args.repo else ""),
           flush=True)
     try:

@@ -14,17 +14,25 @@ from pathlib import Path
 
 # Build backends the stand-in sources declare in pyproject.toml [build-system].
 PINS = ("setuptools==80.9.0", "wheel==0.45.1")
+# model_stage source hf: the staging venv's pinned huggingface_hub + hf_xet and their dependencies (Linux x86_64,
+# CPython 3.11 as on the node), so the role can install them with --no-index --find-links in the sandbox.
+HF_PINS = (
+    "huggingface_hub==2.4.0", "hf_xet==1.8.0", "anyio==4.16.0", "click==8.5.1", "filelock==4.3.1",
+    "fsspec==2026.9.0", "h11==0.16.0", "httpcore2==2.16.2", "httpx2==2.16.2", "idna==3.20", "packaging==26.4",
+    "pyyaml==6.0.4", "tqdm==4.70.1", "truststore==0.10.5", "typing_extensions==4.16.0",
+)
 
 
 def build_wheelhouse(out: Path) -> list[str]:
     """Download PINS as py3 wheels into ``out`` unless already there; return the wheel file names."""
     out.mkdir(parents=True, exist_ok=True)
-    wanted = {pin.split("==")[0]: pin.split("==")[1] for pin in PINS}
+    pins = PINS + HF_PINS
+    wanted = {pin.split("==")[0].lower(): pin.split("==")[1] for pin in pins}
     present = {p.name.split("-")[0].lower(): p.name.split("-")[1] for p in out.glob("*.whl")}
     if any(present.get(name) != version for name, version in wanted.items()):
         subprocess.run(
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--dest", str(out), *PINS],
+             "--dest", str(out), *pins],
             check=True,
         )
     return sorted(p.name for p in out.glob("*.whl"))

@@ -9,6 +9,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -491,6 +492,9 @@ def test_build_all_small_and_noop(tmp_path):
     out = tmp_path / "artifacts"
     m = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
     assert (out / "bin/nvidia-smi").read_bytes() == SMI.read_bytes() and os.access(out / "bin/nvidia-smi", os.X_OK)
+    hub = Path(build_artifacts.__file__).parent / "fake_hub.py"
+    assert (out / "bin/fake-hub").read_bytes() == hub.read_bytes() and os.access(out / "bin/fake-hub", os.X_OK)
+    assert m["artifacts"]["model_mirror"] == {"path": "/srv/sandbox/bin/fake-hub", "serves": "/srv/sandbox/models"}
     gpus = json.loads((out / "gpus.json").read_text())
     assert len(gpus["gpus"]) == 8 and gpus["driver_version"] == "580.95.05" and gpus["failure"] is None
     assert m["artifacts"]["cuda_repo"]["url"] == "file:///srv/sandbox/cuda-repo/debian12/x86_64/"
@@ -500,3 +504,30 @@ def test_build_all_small_and_noop(tmp_path):
     m2 = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
     assert all("rebuilt)" not in line and "written)" not in line for line in m2["summary"])
     assert m2["artifacts"] == m["artifacts"]
+
+
+def test_fake_hub_cli_logs_each_request_with_its_bytes(tmp_path):
+    """The sandbox-model-mirror unit runs fake_hub.py as a process; --log lets a test count what it sent."""
+    import socket
+    from urllib.request import Request, urlopen
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "a.bin").write_bytes(b"x" * 1000)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / "requests.jsonl"
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent.parent / "sandbox" / "fake_hub.py"),
+                             str(tmp_path / "m"), "--port", str(port), "--log", str(log)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().startswith(b"serving ")
+        with urlopen(Request("http://127.0.0.1:%d/a.bin" % port, headers={"Range": "bytes=400-"}), timeout=10) as r:
+            assert r.status == 206 and r.read() == b"x" * 600
+        deadline = time.monotonic() + 10  # the server logs a request once its body is sent, after the client has it
+        while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [
+        {"method": "GET", "path": "/a.bin", "range": "bytes=400-", "status": 206, "bytes": 600}]

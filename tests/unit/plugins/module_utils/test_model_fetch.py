@@ -59,3 +59,39 @@ def test_format_duration(seconds, text):
 
 def test_redact_url_drops_credentials():
     assert redact_url("https://user:pw@mirror.example/models/K") == "https://mirror.example/models/K"
+
+
+def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkeypatch):
+    import hashlib
+    import io
+
+    from ansible.module_utils import model_fetch
+
+    kicks = []
+    monkeypatch.setattr(model_fetch, "start_writeback", lambda fd: kicks.append(fd))
+    data = bytes(range(256)) * (4096 * 130)  # 130 MiB
+    digest = hashlib.sha256()
+    with open(str(tmp_path / "out"), "wb", buffering=0) as out:
+        assert model_fetch.pump(io.BytesIO(data), out, digest) == len(data)
+        fileno = out.fileno()
+    assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert (tmp_path / "out").read_bytes() == data
+    assert kicks == [fileno, fileno, fileno]  # at 64 and 128 MiB, then the last 2 MiB; the caller syncs
+
+
+def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch):
+    from ansible.module_utils import model_fetch
+
+    paths = [str(tmp_path / ("f%d" % i)) for i in range(3)]
+    for path in paths:
+        with open(path, "wb") as handle:
+            handle.write(b"x" * 4096)
+            assert model_fetch.start_writeback(handle.fileno()) is True
+    synced = []
+    real = model_fetch._sync_one
+    monkeypatch.setattr(model_fetch, "_sync_one", lambda p, data_only=True: synced.append((p, data_only)) or
+                        real(p, data_only))
+    model_fetch.sync_files(paths)
+    assert sorted(synced) == sorted([(p, True) for p in paths] + [(str(tmp_path), False)])  # files, then their dir
+    with pytest.raises(OSError, match="absent"):
+        model_fetch.sync_files([str(tmp_path / "absent")])

@@ -251,3 +251,21 @@ def test_current_as_directory_is_refused(source, tmp_path, module_runner):
 def test_bad_revision_labels(source, tmp_path, module_runner, bad):
     kind, result = module_runner(model_stage, args(source, tmp_path, revision=bad))
     assert kind == "fail" and "revision" in result["msg"]
+
+
+def test_journal_records_a_file_only_after_the_filesystem_was_synced(tmp_path):
+    now, synced = [0.0], []
+    path = tmp_path / ".staging.json"
+    journal = model_stage.Journal(str(path), {"files": {}}, interval=30.0, clock=lambda: now[0],
+                                  sync=lambda paths: synced.append((paths, path.exists())))
+    journal.add("a.safetensors", {"sha256": "1"})
+    now[0] = 10.0
+    journal.add("b.safetensors", {"sha256": "2"})
+    assert not synced and not path.exists()  # finished but not durable yet: not recorded
+    now[0] = 31.0
+    journal.add("c.safetensors", {"sha256": "3"})  # the interval passed: one sync for the three files
+    assert synced == [([str(tmp_path / n) for n in ("a.safetensors", "b.safetensors", "c.safetensors")], False)]
+    assert sorted(json.loads(path.read_text())["files"]) == ["a.safetensors", "b.safetensors", "c.safetensors"]
+    journal.add("d.safetensors", {"sha256": "4"})
+    assert journal.commit() == 1 and journal.commit() == 0  # nothing pending: no sync
+    assert len(synced) == 2 and "d.safetensors" in json.loads(path.read_text())["files"]

@@ -80,6 +80,8 @@ def test_hf_stages_with_token_only_in_the_environment(stub, tmp_path, module_run
     manifest = json.loads((model_dir / "r1" / ".manifest.json").read_text())
     assert "commit c0ffee" in manifest["source"]
     assert not (model_dir / "r1" / ".cache").exists()
+    # the closing progress line counts the index's shards and the staged bytes (the helper knew the list, not us)
+    assert result["progress"][-1].startswith("staged 4/4 shards, %.1f/%.1f GB" % ((manifest["total_bytes"] / 1e9,) * 2))
     assert module_runner(model_stage, hf_args(tmp_path, stub))[1]["changed"] is False
 
 

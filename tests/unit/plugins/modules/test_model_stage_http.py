@@ -260,6 +260,22 @@ def test_field_transfer_killed_mid_file_then_rerun(hub, mirror_dir, tmp_path, mo
     assert flips == ["r1"] and not any(f.endswith(".partial") for f in flips)
 
 
+def test_finished_but_unrecorded_file_is_hashed_not_fetched_again(hub, mirror_dir, tmp_path, module_runner):
+    """A run that stopped after a file was whole but before the journal recorded it (batched durability)."""
+    partial = model_dir(tmp_path) / "r1.partial"
+    partial.mkdir(parents=True)
+    (partial / SHARDS[2]).write_bytes((mirror_dir / SHARDS[2]).read_bytes())
+    (partial / SHARDS[3]).write_bytes((mirror_dir / SHARDS[3]).read_bytes()[:-10] + b"0123456789")  # damaged
+    kind, result = module_runner(model_stage, args(hub, tmp_path, retries=1))
+    assert kind == "exit", result
+    assert hub.body_bytes(SHARDS[2]) == 0  # whole and matching the manifest: kept
+    assert hub.body_bytes(SHARDS[3]) == os.path.getsize(str(mirror_dir / SHARDS[3]))  # sha256 said no: fetched
+    assert result["resumed_files"] == 1
+    assert result["copied_bytes"] == total_bytes(mirror_dir) - os.path.getsize(str(mirror_dir / SHARDS[2]))
+    staged = model_dir(tmp_path) / "r1"
+    assert (staged / SHARDS[3]).read_bytes() == (mirror_dir / SHARDS[3]).read_bytes()
+
+
 def test_server_ignoring_range_restarts_that_file(hub, mirror_dir, tmp_path, module_runner):
     hub.cut_after[SHARDS[0]] = 5000
     module_runner(model_stage, args(hub, tmp_path))
