@@ -9,18 +9,21 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
+# Each step's header carries the time since the start, so a slow step shows in the log.
+SECONDS=0
+step() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
-echo "== ansible-lint (profile production)"
+step "ansible-lint (profile production)"
 ansible-lint
-echo "== the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
+step "the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
 tests/contract/install_real_sglang.sh
-echo "== the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
+step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
 tests/contract/install_real_router.sh
-echo "== unit and contract tests"
+step "unit and contract tests"
 python -m pytest -q tests/unit tests/contract
 if [ -z "${SKIP_MOLECULE:-}" ]; then
   for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults staging}; do
-    echo "== molecule test -s $scenario"
+    step "molecule test -s $scenario"
     mkdir -p .cache
     molecule test -s "$scenario" 2>&1 | tee ".cache/molecule-$scenario.log"
   done
@@ -34,9 +37,10 @@ if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then
   # A fresh fleet (2 GPU nodes + the real router), then the rollout whose node 2 gets a release that crashes while
   # loading: node 1 moves to the new release under load, node 2 is rolled back, 0 failed requests.
   # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  echo "== rolling redeploy under load (fleet sandbox: router down, then node 2 crashes on its new release)"
+  step "rolling redeploy under load (fleet sandbox: router down, then node 2 crashes on its new release)"
   scripts/sandbox-fleet.sh --destroy >/dev/null
   scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1 || { tail -50 .cache/fleet-deploy.log; exit 1; }
   python benchmarks/rolling_redeploy.py --case router-down --case crash --check
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
+step "all tests passed"
