@@ -10,14 +10,15 @@ Used by the ``sglang_health`` module and by ``benchmarks/crash_to_verdict.py``; 
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 import time
 
 try:  # Python 3
     from urllib.error import HTTPError, URLError
-    from urllib.request import urlopen
+    from urllib.request import Request, urlopen
 except ImportError:  # pragma: no cover - Python 2
-    from urllib2 import HTTPError, URLError, urlopen
+    from urllib2 import HTTPError, Request, URLError, urlopen
 
 __metaclass__ = type
 
@@ -141,18 +142,45 @@ def tree_activity(main_pid, proc_root="/proc"):
     return total if seen else None
 
 
+class NoAnswer(Exception):
+    """Nothing answered (connection refused, timeout, name not resolved); ``reason`` says which."""
+
+    def __init__(self, url, reason):
+        Exception.__init__(self, "%s: no answer (%s)" % (url, reason))
+        self.url, self.reason = url, reason
+
+
+def http_request(url, body=None, timeout=10.0, headers=None, method=None):
+    """GET (``body`` None) or POST ``body`` as JSON; returns ``(status int, raw bytes)``.
+
+    An HTTP error status is an answer and is returned; NoAnswer is raised when nothing answered. Shared by
+    sglang_health (``/health``), sglang_smoke (chat checks) and the router / drain modules.
+    """
+    headers = dict(headers or {})
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    req = Request(url, data=data, headers=headers)
+    if method:
+        req.get_method = lambda: method
+    try:
+        response = urlopen(req, timeout=timeout)
+        return response.getcode(), response.read()
+    except HTTPError as exc:
+        return exc.code, exc.read()
+    except (URLError, OSError, ValueError) as exc:
+        raise NoAnswer(url, getattr(exc, "reason", exc))
+
+
 def probe_health(url, timeout):
     """GET ``url``/health. Returns (code int|None, latency_s float, error str|None)."""
     started = time.time()
     try:
-        response = urlopen(url.rstrip("/") + "/health", timeout=timeout)
-        code = response.getcode()
-        response.read()
+        code, _raw = http_request(url.rstrip("/") + "/health", timeout=timeout)
         return code, time.time() - started, None
-    except HTTPError as exc:
-        return exc.code, time.time() - started, None
-    except (URLError, OSError, ValueError) as exc:
-        return None, time.time() - started, str(getattr(exc, "reason", exc))
+    except NoAnswer as exc:
+        return None, time.time() - started, str(exc.reason)
 
 
 def journal_command(journalctl, unit, invocation_id, start_timestamp):

@@ -16,8 +16,7 @@ e.g. ``sglang:num_running_reqs{...,tp_rank="0"} 3.0``.
 import json
 import time
 
-from ansible.module_utils.six.moves.urllib.error import HTTPError, URLError
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.sglang_observe import NoAnswer as _Silence, http_request
 
 
 class RouterError(Exception):
@@ -25,7 +24,7 @@ class RouterError(Exception):
 
 
 class NoAnswer(RouterError):
-    """Nothing answered at all (connection refused, timeout, name not resolved)."""
+    """Nothing answered at all (connection refused, timeout, name not resolved): sglang_observe.NoAnswer."""
 
 
 def normalise_url(url):
@@ -81,7 +80,7 @@ def parse_prometheus(text):
 
 
 class HttpJson:
-    """Small JSON-over-HTTP client on Ansible's ``open_url`` (proxies, timeouts, TLS as Ansible does them)."""
+    """JSON over HTTP (sglang_observe.http_request) with the router modules' errors."""
 
     def __init__(self, base_url, timeout=10, headers=None):
         self.base_url = normalise_url(base_url)
@@ -91,19 +90,10 @@ class HttpJson:
     def request(self, method, path, body=None, expect=(200,)):
         """(status, parsed JSON or text) of ``method path``; RouterError for other statuses or no answer."""
         url = self.base_url + path
-        headers = dict(self.headers)
-        data = None
-        if body is not None:
-            data = json.dumps(body)
-            headers["Content-Type"] = "application/json"
         try:
-            resp = open_url(url, method=method, data=data, headers=headers, timeout=self.timeout,
-                            validate_certs=True)
-            status, raw = resp.getcode(), resp.read()
-        except HTTPError as exc:
-            status, raw = exc.code, exc.read() if hasattr(exc, "read") else b""
-        except (URLError, OSError, ValueError) as exc:
-            raise NoAnswer("%s %s: no answer (%s)" % (method, url, getattr(exc, "reason", exc)))
+            status, raw = http_request(url, body, self.timeout, self.headers, method)
+        except _Silence as exc:
+            raise NoAnswer("%s %s: no answer (%s)" % (method, url, exc.reason))
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
         if status not in expect:
             raise RouterError("%s %s: HTTP %s %s" % (method, url, status, text[:300]))

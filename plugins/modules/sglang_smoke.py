@@ -96,12 +96,7 @@ import json
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-
-try:
-    from urllib.error import HTTPError, URLError
-    from urllib.request import Request, urlopen
-except ImportError:  # pragma: no cover - Python 2
-    from urllib2 import HTTPError, Request, URLError, urlopen
+from ansible.module_utils.sglang_observe import NoAnswer, http_request
 
 ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
 MARKUP = ("<|tool_call", "<|tool_calls_section")
@@ -126,17 +121,11 @@ class CheckFailed(Exception):
 
 def request(url, body=None, timeout=10.0, api_key=None):
     """GET (body None) or POST JSON. Returns (status, bytes); raises CheckFailed without an answer."""
-    headers = {"Content-Type": "application/json"} if body is not None else {}
-    if api_key:
-        headers["Authorization"] = "Bearer %s" % api_key
-    req = Request(url, data=json.dumps(body).encode() if body is not None else None, headers=headers)
+    headers = {"Authorization": "Bearer %s" % api_key} if api_key else {}
     try:
-        response = urlopen(req, timeout=timeout)
-        return response.getcode(), response.read()
-    except HTTPError as exc:
-        return exc.code, exc.read()
-    except (URLError, OSError, ValueError) as exc:
-        raise CheckFailed("no answer from %s within %.0f s: %s" % (url, timeout, getattr(exc, "reason", exc)))
+        return http_request(url, body, timeout, headers)
+    except NoAnswer as exc:
+        raise CheckFailed("no answer from %s within %.0f s: %s" % (url, timeout, exc.reason))
 
 
 def parse_json(status, raw, what):
