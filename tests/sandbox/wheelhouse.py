@@ -23,47 +23,48 @@ HF_PINS = (
 )
 
 
-def build_wheelhouse(out: Path) -> list[str]:
-    """Download PINS as py3 wheels into ``out`` unless already there; return the wheel file names."""
+# The node: Debian 12's CPython 3.11 on x86_64 (the controller may differ, so pip is told).
+NODE_TARGET = ("--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
+               "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
+               "--platform", "manylinux_2_28_x86_64", "--platform", "any")
+
+
+def _norm(name: str) -> str:
+    """PEP 503 name normalisation, so 'typing_extensions' and 'typing-extensions' match a wheel's file name."""
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def read_lock(lock: Path) -> list[str]:
+    """The ``name==version`` lines of a requirements lock, comments and blank lines dropped."""
+    return [line.split("#")[0].strip() for line in lock.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def download_pinned(out: Path, pins) -> list[str]:
+    """Download exact ``pins`` (no dependency resolution: the pins are the closure) as binary wheels for the node
+    into ``out`` unless every pin is there already; return the wheel file names in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    pins = PINS + HF_PINS
-    wanted = {pin.split("==")[0].lower(): pin.split("==")[1] for pin in pins}
-    present = {p.name.split("-")[0].lower(): p.name.split("-")[1] for p in out.glob("*.whl")}
+    wanted = {_norm(pin.split("==")[0]): pin.split("==")[1] for pin in pins}
+    present = {_norm(p.name.split("-")[0]): p.name.split("-")[1] for p in out.glob("*.whl")}
     if any(present.get(name) != version for name, version in wanted.items()):
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", *NODE_TARGET,
              "--dest", str(out), *pins],
             check=True,
         )
     return sorted(p.name for p in out.glob("*.whl"))
 
 
-if __name__ == "__main__":
-    print("\n".join(build_wheelhouse(Path(sys.argv[1] if len(sys.argv) > 1 else ".sandbox/artifacts/wheelhouse"))))
-
-
-def _pins(lock: Path) -> list[str]:
-    return [line.split("#")[0].strip() for line in lock.read_text().splitlines() if line.split("#")[0].strip()]
+def build_wheelhouse(out: Path) -> list[str]:
+    """The build backends and the hf staging venv's closure (PINS + HF_PINS) in ``out``."""
+    return download_pinned(out, PINS + HF_PINS)
 
 
 def build_router_wheelhouse(out: Path, lock: Path) -> list[str]:
-    """Download the router lock (``roles/sglang_router/files/requirements-<v>.txt``: sglang-router and its
-    exact-pinned closure) as binary wheels for the node (CPython 3.11, manylinux x86_64) into ``out`` unless
-    every pin is there already; return the wheel file names. The router host installs from it with
-    ``--no-index --find-links``, resolving the same lock the role uses on a real host."""
-    out.mkdir(parents=True, exist_ok=True)
-    def norm(name):
-        return name.lower().replace("_", "-").replace(".", "-")
+    """The router lock (``roles/sglang_router/files/requirements-<v>.txt``: sglang-router and its exact-pinned
+    closure) in ``out``. The router host installs from it with ``--no-index --find-links``, resolving the same
+    lock the role uses on a real host."""
+    return download_pinned(out, read_lock(lock))
 
-    wanted = {norm(p.split("==")[0]): p.split("==")[1] for p in _pins(lock)}
-    present = {norm(p.name.split("-")[0]): p.name.split("-")[1] for p in out.glob("*.whl")}
-    if any(present.get(name) != version for name, version in wanted.items()):
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
-             "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-             "--platform", "manylinux_2_28_x86_64", "--platform", "any",
-             "--dest", str(out), "-r", str(lock)],
-            check=True,
-        )
-    return sorted(p.name for p in out.glob("*.whl"))
+
+if __name__ == "__main__":
+    print("\n".join(build_wheelhouse(Path(sys.argv[1] if len(sys.argv) > 1 else ".sandbox/artifacts/wheelhouse"))))
