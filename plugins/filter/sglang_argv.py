@@ -270,8 +270,9 @@ def sglang_router_argv(options: dict, version: str = "0.3.2") -> list[str]:
     problem at once.
     """
     argv, errors = _render(options, str(version), "router")
+    named = _normalise(options)
     for secret in ("api-key", "oracle-password", "postgres-db-url", "redis-url"):
-        if _normalise(options).get(secret):
+        if named.get(secret):
             errors.append(f"--{secret} would put a secret in the router's argv (world-readable in /proc); "
                           f"leave it out and keep the router on a private network")
     if errors:
