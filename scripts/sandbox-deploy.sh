@@ -2,19 +2,24 @@
 # The main job on the embedded sandbox: build the stand-ins and the node image, create the sandbox GPU
 # node(s), run deploy.yml against them, and print each node's health report.
 # Usage: scripts/sandbox-deploy.sh [extra ansible-playbook args, e.g. --check or -v]
+# Another sandbox inventory (scripts/sandbox-fleet.sh uses this): SANDBOX_INVENTORY=inventory/sandbox-fleet
+# SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for playbooks/sandbox.yml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
 
+inventory="${SANDBOX_INVENTORY:-inventory/sandbox}"
+sandbox_args=(-i "$inventory")
+if [ -n "${SANDBOX_VARS:-}" ]; then sandbox_args+=(-e "@$SANDBOX_VARS"); fi
 start=$(date +%s)
 echo "== stand-ins (tests/sandbox/build_artifacts.py)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
 echo "== node image"
 tests/sandbox/image/build-image.sh
-echo "== sandbox node(s)"
-ansible-playbook playbooks/sandbox.yml
+echo "== sandbox node(s) of $inventory"
+ansible-playbook "${sandbox_args[@]}" playbooks/sandbox.yml
 echo "== deploy.yml"
-ansible-playbook -i inventory/sandbox deploy.yml "$@"
+ansible-playbook -i "$inventory" deploy.yml "$@"
 echo "== done in $(( $(date +%s) - start )) s; health reports in reports/"
