@@ -3,27 +3,25 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read SGLang's startup log and decide where the server is (stdlib only).
 
-Wording checked against sgl-project/sglang (0.5.8 .. 0.5.23) and the project's 0.5.23 simulator
-(tests/sandbox/sglang_sim, recordings in tests/unit/fixtures/sglang_logs/sim_*.log):
+Every piece of text this module looks for is named once, in ``WHEEL_TEXT`` (printed by SGLang 0.5.23 itself,
+with the wheel file that prints it) or ``FOREIGN_TEXT`` (printed by another program: CPython, uvicorn,
+transformers, torch, NCCL, libstdc++), and every regex below is built from those entries.
+``tests/contract/test_log_knowledge.py`` parses the pinned wheel with ``ast``, folds its f-strings, ``%``
+formats and concatenations into templates and requires every ``WHEEL_TEXT`` pattern to fit one (and a changed
+word to fit none); ``WHEEL_FUNCTIONS`` must be functions the wheel defines.
 
-* ``srt/model_loader/weight_utils.py``: tqdm bars with ``bar_format
-  "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"``;
-  desc ``Multi-thread loading shards`` (0.5.12+, refreshed with ``\\r``) or
-  ``Loading safetensors checkpoint shards`` (0.5.8/0.5.9, one line per update).
-* ``srt/model_executor/model_runner.py``: ``Init torch distributed begin.``, ``Load weight begin.``,
-  ``Load weight end.``, ``KV Cache is allocated.``, ``Memory pool end.``, ``Capture target decode CUDA
-  graph begin.`` / ``... end.`` (0.5.23; older ``Capture cuda graph begin.``), the ``Capturing batches``
-  bar, and on failure ``Exception: Capture cuda graph failed: ...``.
-* ``srt/managers/scheduler.py``: ``Scheduler hit an exception: Traceback ...``.
-* ``srt/entrypoints/engine.py``: ``Received sigquit from a child process. It usually means the child
-  failed.`` and ``Rank N scheduler died during initialization (exit code: C)``; after ready the
-  subprocess watchdog logs ``Subprocess scheduler_N (pid=P) crashed with exit code C`` and
-  ``SIGQUIT received. signum=None, frame=None. It usually means one child failed.``
-* ``srt/entrypoints/http_server.py``: uvicorn ``Uvicorn running on``, then after warmup
-  ``The server is fired up and ready to roll!``.
+Startup of SGLang 0.5.23 as the log shows it (``[<time>{ DP d}{ PP p}{ ATTN_CP c}{ MOE_DP m}{ TP t}{ EP e}] msg``
+on scheduler lines, ``managers/scheduler.py configure_scheduler_process``; a bare ``[<time>]`` on the parent's):
+``server_args={...}``; per rank ``Init parallel begin.`` / ``Init parallel ends.`` / ``Memory baseline taken.``;
+``Load weight begin.`` with rank 0's tqdm bar on stderr (``\\r`` redraws, which journald shows only when the bar
+ends with ``\\n``; see ``sglang_observe.tree_activity``), ``Load weight end.``; ``KV Cache is allocated.``,
+``Memory pool end.``; CUDA graphs, prefill first (``Capture target prefill CUDA graph begin/end``), then decode
+(or verify, and a speculative draft's decode/extend); the HiCache host pool (``Allocating MLA hierarchical KV
+host pool``); then the parent's subprocess watchdog, uvicorn, the warmup request and ``The server is fired up and
+ready to roll!``. ``--log-level warning`` removes every one of these phase lines (failures are ERROR and stay).
 
-Under systemd the log is the journal: journald splits stream output at ``\\n`` only, so tqdm's ``\\r``
-redraws appear when a bar ends (or the process exits), not while it runs; see ``sglang_observe.tree_activity``.
+A rank's phase only moves forward (the latest *furthest* phase it logged), so the end of prefill capture does
+not read as "captured" before decode capture begins.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,42 +30,154 @@ import re
 
 __metaclass__ = type
 
-PROGRESS_RE = re.compile(
-    r"(?P<desc>Multi-thread loading shards|Loading safetensors checkpoint shards):\s*(?P<pct>\d+)% Completed \| "
-    r"(?P<i>\d+)/(?P<n>\d+)")
-PROGRESS_FORMATS = {"Multi-thread loading shards": "multithread", "Loading safetensors checkpoint shards": "legacy"}
+# name -> (regex, the 0.5.23 wheel file (under sglang/srt/) and function that print it)
+WHEEL_TEXT = {
+    "server_args": (r"server_args=", "entrypoints/engine.py Engine._launch_subprocesses"),
+    "init_parallel_begin": (r"Init parallel begin\.", "distributed/bootstrap.py init_parallel_runtime"),
+    "init_parallel_end": (r"Init parallel ends\. elapsed=", "distributed/bootstrap.py init_parallel_runtime"),
+    "memory_baseline": (r"Memory baseline taken\. mem usage=",
+                        "distributed/bootstrap.py measure_pre_model_load_memory"),
+    "load_weight_begin": (r"Load weight begin\. avail mem=", "model_executor/model_runner.py ModelRunner.load_model"),
+    "weights_format": (r"Using model weights format ", "model_loader/weight_utils.py"),
+    "bar_multithread": (r"Multi-thread loading shards",
+                        "model_loader/weight_utils.py multi_thread_safetensors_weights_iterator (tqdm desc)"),
+    "bar_prefetch": (r"Loading safetensors checkpoint shards",
+                     "model_loader/weight_utils.py safetensors_weights_iterator (tqdm desc)"),
+    "bar_format": (r":\s*(?P<pct>\d+)% Completed \| (?P<i>\d+)/(?P<n>\d+) \[", "utils/common.py BAR_FORMAT"),
+    "load_weight_end": (r"Load weight end\. elapsed=", "model_executor/model_runner.py ModelRunner.load_model"),
+    "kv_cache_allocated": (r"KV Cache is allocated\. dtype: ",
+                           "mem_cache/memory_pool.py KVCache._finalize_allocation_log"),
+    "memory_pool_end": (r"Memory pool end\. avail mem=", "mem_cache/kv_cache_configurator.py"),
+    "capture_prefill_begin": (r"Capture \w+ prefill CUDA graph begin\.",
+                              "model_executor/model_runner_components/cuda_graph_setup.py capture_prefill_graph"),
+    "capture_prefill_end": (r"Capture \w+ prefill CUDA graph end\.",
+                            "model_executor/model_runner_components/cuda_graph_setup.py capture_prefill_graph"),
+    "capture_prefill_bar": (r"Capturing prefill shape \(num_tokens=",
+                            "model_executor/runner/prefill_cuda_graph_runner.py (tqdm desc)"),
+    "capture_decode_begin": (r"Capture \w+ decode CUDA graph begin\.",
+                             "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
+    "capture_decode_end": (r"Capture \w+ decode CUDA graph end\.",
+                           "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
+    "capture_verify_begin": (r"Capture \w+ verify CUDA graph begin\.",
+                             "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
+    "capture_verify_end": (r"Capture \w+ verify CUDA graph end\.",
+                           "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
+    "capture_draft_extend_begin": (r"Capture draft extend CUDA graph begin\.", "speculative/eagle_worker_v2.py"),
+    "capture_draft_extend_end": (r"Capture draft extend CUDA graph end\.", "speculative/eagle_worker_v2.py"),
+    "capture_decode_bar": (r"Capturing batches \(bs=",
+                           "model_executor/runner/decode_cuda_graph_runner.py (tqdm desc)"),
+    "capture_failed": (r"Capture cuda graph failed: ",
+                       "model_executor/runner/decode_cuda_graph_runner.py, speculative/eagle_*_cuda_graph_runner.py"),
+    "hicache_pool": (r"Allocating \w+ hierarchical KV host pool: \d+ tokens, ",
+                     "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
+    "hicache_no_memory": (r"Not enough host memory available\. Requesting ",
+                          "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
+    "warmup_image": (r"image for Kimi VLM startup warmup",
+                     "entrypoints/http_server.py _get_vlm_warmup_image_base64"),
+    "warmup_failed": (r"Initialization failed\. warmup error: ", "entrypoints/http_server.py _execute_server_warmup"),
+    "ready": (r"The server is fired up and ready to roll!", "entrypoints/http_server.py _wait_and_warmup"),
+    "scheduler_exception": (r"Scheduler hit an exception: ", "managers/scheduler.py run_scheduler_process"),
+    "detokenizer_exception": (r"DetokenizerManager hit an exception: ",
+                              "managers/detokenizer_manager.py run_detokenizer_process"),
+    "sigquit_launch": (r"Received sigquit from a child process\. It usually means the child failed\.",
+                       "entrypoints/engine.py launch_phase_sigquit_handler"),
+    "sigquit_running": (r"SIGQUIT received\. signum=.*?, frame=.*?\. It usually means one child failed\.",
+                        "managers/tokenizer_manager.py SignalHandler.running_phase_sigquit_handler"),
+    "scheduler_died": (r"Rank (?P<rank>\d+) scheduler died during initialization \(exit code: (?P<code>-?\d+)\)",
+                       "entrypoints/engine.py _scheduler_died_error"),
+    "subprocess_crashed": (r"Subprocess (?P<name>\w+?)(?:_(?P<rank>\d+))? \(pid=\d+\) crashed with exit code "
+                           r"(?P<code>-?\d+)\.", "utils/watchdog.py SubprocessWatchdog._check_processes"),
+    "init_failed": (r"Initialization failed\. Please see the error messages above\.",
+                    "entrypoints/engine.py _wait_for_scheduler_ready"),
+}
 
-# (phase, pattern); order = startup order. The phase is the latest line that matches any.
-PHASES = (
-    ("starting", re.compile(r"server_args=ServerArgs\(")),
-    ("init_distributed", re.compile(r"Init torch distributed begin")),
-    ("loading_weights", re.compile(r"Load weight begin|Using model weights format|" + PROGRESS_RE.pattern)),
-    ("weights_loaded", re.compile(r"Load weight end")),
-    ("kv_cache", re.compile(r"KV Cache is allocated|Memory pool end")),
-    ("cuda_graph_capture", re.compile(r"Capture (?:target \w+ )?cuda graph begin|Capturing batches|"
-                                      r"Capture cuda graph failed", re.IGNORECASE)),
-    ("cuda_graph_captured", re.compile(r"Capture (?:target \w+ )?cuda graph end", re.IGNORECASE)),
-    ("http_server", re.compile(r"Uvicorn running on|Application startup complete")),
-    ("ready", re.compile(r"The server is fired up and ready to roll!")),
-)
-PHASE_ORDER = [name for name, _ in PHASES]
+# Functions of the wheel whose names in a traceback's frames say the tokenizer / processor was loading.
+WHEEL_FUNCTIONS = {
+    "get_tokenizer": "utils/hf_transformers/tokenizer.py",
+    "get_processor": "utils/hf_transformers/processor.py",
+    "init_tokenizer_and_processor": "managers/tokenizer_manager.py TokenizerManager",
+    "init_tokenizer": "managers/scheduler.py Scheduler",
+}
 
-READY_LINE = "The server is fired up and ready to roll!"
+# name -> (regex, the program that prints it): not SGLang's text, so not checked against the wheel.
+FOREIGN_TEXT = {
+    "uvicorn_running": (r"Uvicorn running on ", "uvicorn 0.54 uvicorn/config.py Config.bind_socket"),
+    "uvicorn_startup": (r"Application startup complete\.", "uvicorn 0.54 uvicorn/lifespan/on.py"),
+    "uvicorn_warmup_request": (r'"GET /model_info HTTP/1\.1" 200',
+                               "uvicorn 0.54 uvicorn/protocols/http access log of the warmup's first request"),
+    "traceback": (r"Traceback \(most recent call last\):", "CPython Lib/traceback.py"),
+    "faulthandler": (r"Fatal Python error", "CPython faulthandler (scheduler processes enable it)"),
+    "segfault": (r"Segmentation fault", "CPython faulthandler / the kernel"),
+    "cuda_oom": (r"CUDA error: out of memory", "torch c10/cuda CUDAException"),
+    "torch_oom": (r"OutOfMemoryError", "torch torch.OutOfMemoryError"),
+    "oom_killer": (r"Killed process", "the kernel OOM killer (only in the journal when kernel messages are read)"),
+    "nccl_error": (r"NCCL error", "torch ProcessGroupNCCL watchdog"),
+    "cpp_terminate": (r"terminate called after", "libstdc++ std::terminate"),
+    "config_invalid": (r"config file at .* is not a valid JSON file|does not appear to have a file named config",
+                       "transformers 5.19.0 configuration_utils.py PretrainedConfig._dict_from_json_file"),
+}
+
 TRACEBACK_START = "Traceback (most recent call last):"
 CHAIN_LINES = ("During handling of the above exception, another exception occurred:",
                "The above exception was the direct cause of the following exception:")
-SIGQUIT_LINE = "Received sigquit from a child process"
-SIGQUIT_RE = re.compile(r"Received sigquit from a child process|SIGQUIT received\. signum=")
-DIED_RE = re.compile(r"Rank (?P<rank>\d+) scheduler died during initialization \(exit code: (?P<code>-?\d+)\)")
-# 0.5.23 after ready: the subprocess watchdog
-SUBPROCESS_CRASH_RE = re.compile(r"Subprocess (?P<name>\w+?)(?:_(?P<rank>\d+))? \(pid=\d+\) crashed with exit code "
-                                 r"(?P<code>-?\d+)")
-CONFIG_ERROR_RE = re.compile(r"config\.json|config file|does not appear to have a file named config")
+
+
+def _rx(name):
+    entry = WHEEL_TEXT.get(name) or FOREIGN_TEXT[name]
+    return re.compile(entry[0])
+
+
+def _any(*names):
+    return re.compile("|".join("(?:%s)" % (WHEEL_TEXT.get(n) or FOREIGN_TEXT[n])[0] for n in names))
+
+
+PROGRESS_RE = re.compile(r"(?P<desc>%s|%s)%s" % (WHEEL_TEXT["bar_multithread"][0], WHEEL_TEXT["bar_prefetch"][0],
+                                                 WHEEL_TEXT["bar_format"][0]))
+PROGRESS_FORMATS = {"Multi-thread loading shards": "multithread", "Loading safetensors checkpoint shards": "legacy"}
+
+# (phase, text names); order = startup order. A rank's phase is the furthest one it logged.
+PHASES = (
+    ("starting", ("server_args",)),
+    ("init_parallel", ("init_parallel_begin", "init_parallel_end", "memory_baseline")),
+    ("loading_weights", ("load_weight_begin", "weights_format", "bar_multithread", "bar_prefetch")),
+    ("weights_loaded", ("load_weight_end",)),
+    ("kv_cache", ("kv_cache_allocated", "memory_pool_end")),
+    ("prefill_graph_capture", ("capture_prefill_begin", "capture_prefill_end", "capture_prefill_bar")),
+    ("decode_graph_capture", ("capture_decode_begin", "capture_decode_end", "capture_verify_begin",
+                              "capture_verify_end", "capture_draft_extend_begin", "capture_draft_extend_end",
+                              "capture_decode_bar")),
+    ("hicache_alloc", ("hicache_pool",)),
+    ("http_server", ("uvicorn_startup", "uvicorn_running")),
+    ("warmup", ("warmup_image", "uvicorn_warmup_request")),
+    ("ready", ("ready",)),
+)
+PHASE_ORDER = [name for name, _ in PHASES]
+_PHASE_RES = [(name, _any(*names)) for name, names in PHASES]
+# phases the parent (HTTP server) reaches only after every scheduler is ready
+PARENT_PHASES = ("http_server", "warmup", "ready")
+CAPTURE_PHASES = ("prefill_graph_capture", "decode_graph_capture")
+
+READY_LINE = "The server is fired up and ready to roll!"
+SIGQUIT_RE = _any("sigquit_launch", "sigquit_running")
+DIED_RE = _rx("scheduler_died")
+SUBPROCESS_CRASH_RE = _rx("subprocess_crashed")
+CONFIG_ERROR_RE = _rx("config_invalid")
 # Fatal lines that come without a Python traceback (signals, OOM killer, C++ aborts).
-FATAL_RE = re.compile(r"Fatal Python error|Segmentation fault|CUDA error: out of memory|torch\.OutOfMemoryError|"
-                      r"OutOfMemoryError|Killed process|NCCL error|terminate called after")
-MIDLINE_PREFIX_RE = re.compile(r"(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[.,\d]*(?: TP\d+| DP\d+| PP\d+)*\] )")
-LOG_PREFIX_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[^\]]*)\]\s*")
+FATAL_RE = _any("faulthandler", "segfault", "cuda_oom", "torch_oom", "oom_killer", "nccl_error", "cpp_terminate")
+TOKENIZER_FRAME_RE = re.compile(r", in (?:%s)$" % "|".join(WHEEL_FUNCTIONS))
+# What the first error says about where it happened, checked in this order (error text or failure line).
+ERROR_PHASES = (
+    (_rx("warmup_failed"), "warmup"),
+    (_rx("hicache_no_memory"), "hicache_alloc"),
+    (_rx("capture_failed"), "cuda_graph_capture"),
+)
+
+# Log line prefix: "[2026-05-18 10:00:00{.mmm}{ DP0}{ PP0}{ TP3}{ EP3}] " (utils/common.py configure_logger format
+# "[%(asctime)s{maybe_ms}{prefix}] %(message)s"; prefix tokens from managers/scheduler.py configure_scheduler_process)
+_PREFIX = r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?P<tokens>(?: [A-Z][A-Z_]*\d+)*)\] "
+LOG_PREFIX_RE = re.compile("^" + _PREFIX)
+MIDLINE_PREFIX_RE = re.compile(r"(?<=.)(?=\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z][A-Z_]*\d+)*\] )")
+_TOKEN_RE = re.compile(r"([A-Z][A-Z_]*)(\d+)")
 
 
 def split_lines(text):
@@ -84,6 +194,20 @@ def strip_prefix(line):
     return LOG_PREFIX_RE.sub("", line, count=1)
 
 
+def rank_key(line):
+    """The rank a log line belongs to: its prefix tokens (``"TP3"``, ``"DP0 TP3"``, ``"TP3 EP3"``), ``""`` for a
+    bare ``[<time>]`` prefix (the parent, or a scheduler at tp 1), None for a line without prefix."""
+    match = LOG_PREFIX_RE.match(line)
+    if not match:
+        return None
+    return match.group("tokens").strip()
+
+
+def _tp_of(key):
+    tokens = dict(_TOKEN_RE.findall(key or ""))
+    return int(tokens["TP"]) if "TP" in tokens else None
+
+
 def last_progress(lines):
     """Last loading progress in ``lines``: dict ``i``, ``n``, ``pct`` (ints), ``format``
     (``multithread``|``legacy``), ``line`` (str) -- or None. A line may hold several redraws;
@@ -98,45 +222,50 @@ def last_progress(lines):
             "format": PROGRESS_FORMATS[found.group("desc")], "line": found.group(0)}
 
 
-RANK_RE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]*? TP(?P<rank>\d+)\]")
-# phases the parent (HTTP server) reaches only after every scheduler is ready
-PARENT_PHASES = ("http_server", "ready")
-
-
 def _line_phase(line):
     found = None
-    for name, pattern in PHASES:
+    for name, pattern in _PHASE_RES:
         if pattern.search(line):
             found = name  # on one line, the later phase wins
     return found
 
 
+def _later(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if PHASE_ORDER.index(a) >= PHASE_ORDER.index(b) else b
+
+
 def phases_by_rank(lines):
-    """(dict rank -> latest scheduler phase, latest phase of any line). Lines prefixed ``[... TPn]``
-    belong to rank n; unprefixed scheduler lines (rank 0's tqdm bars) to rank 0 when ranks are
-    prefixed (tp > 1), else to rank None (tp 1 has no prefix)."""
-    prefixed = any(RANK_RE.match(line) for line in lines)
-    ranks, latest = {}, None
+    """(dict rank key -> furthest scheduler phase, furthest phase of any line). A line prefixed
+    ``[... TPn ...]`` belongs to the rank its prefix tokens name; a line without prefix (rank 0's tqdm bars)
+    to the rank with TP0 when ranks are prefixed, else to ``""`` (tp 1: no tokens at all)."""
+    keys = [k for k in (rank_key(line) for line in lines) if k]
+    zero = next((k for k in keys if _tp_of(k) == 0), keys[0] if keys else "")
+    ranks, furthest = {}, None
     for line in lines:
         phase = _line_phase(line)
         if phase is None:
             continue
-        latest = phase
+        furthest = _later(furthest, phase)
         if phase in PARENT_PHASES or phase == "starting":
             continue
-        match = RANK_RE.match(line)
-        rank = int(match.group("rank")) if match else (0 if prefixed else None)
-        ranks[rank] = phase
-    return ranks, latest
+        key = rank_key(line)
+        if key is None or (key == "" and keys):
+            key = zero
+        ranks[key] = _later(ranks.get(key), phase)
+    return ranks, furthest
 
 
 def current_phase(lines):
     """Startup phase (one of ``PHASE_ORDER``) or None: the parent's HTTP phases once reached, else the
-    least advanced scheduler rank's latest phase (every rank must finish before the port opens, so a
+    least advanced scheduler rank's furthest phase (every rank must finish before the port opens, so a
     rank stuck loading keeps the server loading while the others finished capture)."""
-    ranks, latest = phases_by_rank(lines)
-    if latest in PARENT_PHASES or not ranks:
-        return latest
+    ranks, furthest = phases_by_rank(lines)
+    if furthest in PARENT_PHASES or not ranks:
+        return furthest
     return min(ranks.values(), key=PHASE_ORDER.index)
 
 
@@ -190,21 +319,36 @@ def exception_line(traceback_text):
     return lines[-1] if lines else None
 
 
-def crash_phase(lines, failure_at, error, died=None):
-    """Phase the server was in when it failed: the latest phase named before line ``failure_at``;
-    ``cuda_graph_capture`` when the error says so; ``config`` when the parent failed on config.json
-    before any scheduler phase (a staging error, field case R3)."""
+def crash_phase(lines, failure_at, error, died=None, traceback=None):
+    """Phase the server was in when it failed.
+
+    What the failure says wins: a warmup error -> ``warmup``; no host memory for HiCache -> ``hicache_alloc``;
+    a failed CUDA graph capture -> the capture phase of that rank (``decode_graph_capture`` when unknown); a
+    traceback through the tokenizer/processor loaders -> ``tokenizer_load``. Otherwise the phase the failing
+    rank had reached before line ``failure_at`` (a rank that never logged died as it started); ``config`` when
+    the parent failed on config.json before any scheduler phase (a staging error, field case R3); ``serving`` for a
+    failure after the ready line."""
     if failure_at is None:
         return None
-    if error and "Capture cuda graph failed" in error:
-        return "cuda_graph_capture"
+    if any(READY_LINE in line for line in lines[:failure_at]):
+        return "serving"  # it was ready: a failure while serving (a dead rank, the watchdog's SIGQUIT)
+    text = "%s\n%s" % (lines[failure_at], error or "")
     before = lines[:failure_at]
-    match = RANK_RE.match(lines[failure_at]) or RANK_RE.search(lines[failure_at])
     ranks, _ = phases_by_rank(before)
+    key = rank_key(lines[failure_at])
+    for pattern, phase in ERROR_PHASES:
+        if pattern.search(text):
+            if phase == "cuda_graph_capture":
+                mine = ranks.get(key) if key else None
+                return mine if mine in CAPTURE_PHASES else "decode_graph_capture"
+            return phase
+    if traceback and any(TOKENIZER_FRAME_RE.search(line) for line in traceback.splitlines()):
+        return "tokenizer_load"
     if died is not None and ranks and current_phase(before) not in PARENT_PHASES:
-        phase = ranks.get(died["rank"], "starting")  # a rank that never logged died as it started
-    elif match and int(match.group("rank")) in ranks:  # the rank that failed
-        phase = ranks[int(match.group("rank"))]
+        by_tp = dict((_tp_of(k), p) for k, p in ranks.items())
+        phase = by_tp.get(died["rank"], "starting")
+    elif key and key in ranks:  # the rank that failed
+        phase = ranks[key]
     else:
         phase = current_phase(before)
     if phase in (None, "starting") and error and CONFIG_ERROR_RE.search(error):
@@ -220,8 +364,8 @@ def parse_log(text):
         traceback's last line, the ``scheduler died`` line, or another fatal line; str|None),
         ``scheduler_died`` (dict rank, exit_code, line | None; also the watchdog's ``Subprocess
         ... crashed`` after ready), ``sigquit`` (bool), ``crash_phase`` (phase at the first
-        failure line, ``config`` for a bad config.json; None without failure), ``size`` (int,
-        characters -- grows while the log advances).
+        failure, see ``crash_phase``; None without failure), ``ranks`` (dict rank key such as ``"TP3"`` ->
+        that rank's furthest phase), ``size`` (int, characters -- grows while the log advances).
     """
     lines = split_lines(text)
     tb = first_traceback(lines)
@@ -253,15 +397,17 @@ def parse_log(text):
         if hit and failure_at is None:
             failure_at = pos
     error = exception_line(tb) or (died and died["line"]) or fatal
+    ranks, _ = phases_by_rank(lines)
     return {
         "phase": current_phase(lines),
+        "ranks": ranks,
         "progress": last_progress(lines),
         "ready": any(READY_LINE in line for line in lines),
         "traceback": tb,
         "error": error,
         "scheduler_died": died,
         "sigquit": sigquit,
-        "crash_phase": crash_phase(lines, failure_at, error, died),
+        "crash_phase": crash_phase(lines, failure_at, error, died, tb),
         "size": len(text or ""),
     }
 
@@ -270,11 +416,52 @@ def parse_log(text):
 
 TERMINAL_VERDICTS = ("ready", "crashed", "restart_loop", "stalled", "timeout")
 PHASE_VERDICT = {
-    None: "starting", "starting": "starting", "init_distributed": "starting",
+    None: "starting", "starting": "starting", "init_parallel": "starting", "tokenizer_load": "starting",
+    "config": "starting",
     "loading_weights": "loading",
-    "weights_loaded": "capturing", "kv_cache": "capturing", "cuda_graph_capture": "capturing",
-    "cuda_graph_captured": "warming", "http_server": "warming", "ready": "warming",
+    "weights_loaded": "capturing", "kv_cache": "capturing", "prefill_graph_capture": "capturing",
+    "decode_graph_capture": "capturing", "cuda_graph_capture": "capturing",
+    "hicache_alloc": "allocating",
+    "http_server": "warming", "warmup": "warming", "ready": "warming", "serving": "warming",
 }
+# What to do about a crash, by the phase it happened in (``crash_phase``); checked in order, the first match of the
+# error wins over the phase (``crash_advice``).
+ADVICE_BY_ERROR = (
+    (re.compile(r"no kernel image is available"), "the build has no kernels for this GPU's compute capability: "
+     "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
+    (re.compile(r"Address already in use|error while attempting to bind"), "the port is taken by another process: "
+     "stop it or move --port"),
+)
+ADVICE_BY_PHASE = {
+    "config": "config.json is unreadable: re-stage the model (model_stage)",
+    "tokenizer_load": "the tokenizer / processor could not load: the checkpoint lacks a file its configs name "
+                      "(tiktoken.model, remote-code .py files) or --trust-remote-code is missing; re-stage the model",
+    "init_parallel": "the ranks could not form their process groups: check NCCL/GLOO_SOCKET_IFNAME, --dist-init-addr "
+                     "and the ports between the nodes",
+    "loading_weights": "reading the weights failed: re-verify the staged model (model_stage) and the storage it is on",
+    "weights_loaded": "GPU memory after the weights: lower --mem-fraction-static",
+    "kv_cache": "GPU memory for the KV pool: lower --mem-fraction-static or --max-running-requests",
+    "prefill_graph_capture": "CUDA graph capture ran out of memory or failed: lower --mem-fraction-static or the "
+                             "prefill capture sizes (restarting with the same flags fails again)",
+    "decode_graph_capture": "CUDA graph capture ran out of memory or failed: lower --mem-fraction-static or "
+                            "--cuda-graph-max-bs-decode (restarting with the same flags fails again)",
+    "hicache_alloc": "the HiCache host pool does not fit in host memory (SGLang keeps 10 GiB free): lower "
+                     "--hicache-size / --hicache-ratio or free host memory",
+    "warmup": "the first request after start-up failed: read the traceback",
+    "serving": "a process died while serving: read the first error (NCCL, a dead rank) and the kernel log for Xid",
+}
+
+
+def crash_advice(phase, error):
+    """One hint for a crash in ``phase`` with first error ``error`` (str); the error's own advice first."""
+    for pattern, advice in ADVICE_BY_ERROR:
+        if error and pattern.search(error):
+            return advice
+    return ADVICE_BY_PHASE.get(phase, "read the first traceback")
+
+
+# --log-level values that hide every phase line (they are INFO); failures are ERROR and stay.
+QUIET_LOG_LEVELS = ("warning", "error", "critical")
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
            9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
 
@@ -374,7 +561,7 @@ def _last_advance(history, key):
     return t_change
 
 
-def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0):
+def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="info"):
     """Decide the server's state from observations, oldest first.
 
     Each observation is a dict: ``t`` (float s since the wait began), ``active_state``,
@@ -382,16 +569,18 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0):
     ``exec_main_status``, ``exec_main_code``, ``invocation_id``, ``schedulers`` (int scheduler
     processes under MainPID), ``activity`` (int|None, ``sglang_observe.tree_activity``), ``log``
     (``parse_log`` dict of the current invocation's journal), optionally ``previous_log`` (the
-    ended invocation's journal), ``http_code`` (int|None; None = no answer).
+    ended invocation's journal), ``http_code`` (int|None; None = no answer). ``log_level`` is the
+    server's ``--log-level``: at warning and above no phase line is ever logged, so the verdict rests on
+    the process tree and HTTP alone (and says so).
 
-    Returns dict ``verdict`` (starting | loading | capturing | warming | ready | crashed |
+    Returns dict ``verdict`` (starting | loading | capturing | allocating | warming | ready | crashed |
     restart_loop | stalled | timeout), ``terminal`` (bool), ``phase`` (for a crash: the phase it
     crashed in), ``progress``, ``exit_status``, ``traceback`` (the first one seen), ``error``,
     ``reason`` (str), ``http_code``, ``schedulers``.
 
     Rules, first match wins:
 
-    1. two or more restarts while watching (NRestarts growth or new InvocationIDs) -> restart_loop;
+    1. two or more restarts while watching (NRestarts growth) -> restart_loop;
     2. one restart -> crashed, with the phase, exit and traceback of the run that ended;
     3. main process gone (``main_process_gone``: Result != success, or MainPID 0 with ExecMainCode
        set, or failed/inactive) -> crashed, whatever ActiveState says (deactivating, auto-restart);
@@ -401,7 +590,8 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0):
     7. neither the log nor the tree's I/O activity advanced for ``stall_timeout`` s -> stalled;
     8. ``timeout`` s elapsed -> timeout;
     9. otherwise the phase decides: starting, loading (only with all tp_size schedulers alive),
-       capturing, warming (port answers, 503 until warmup ends).
+       capturing (KV pool, CUDA graphs), allocating (HiCache host pool), warming (the port answers, or the
+       parent logged HTTP server / warmup lines; 503 until warmup ends).
     """
     if not history:
         return _verdict("starting", {}, {}, reason="no observation yet")
@@ -432,6 +622,7 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0):
                        "text": "rank %d scheduler exit code %d" % (died["rank"], died["exit_code"])}
     where = (" in phase %s" % phase) if phase else ""
     cause = (": %s" % error) if error else ""
+    quiet_level = str(log_level or "info").lower() in QUIET_LOG_LEVELS
 
     if restarts >= 2:
         return _verdict("restart_loop", last, log, traceback=tb, exit_status=exit_status,
@@ -478,16 +669,19 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0):
                         % (elapsed, timeout, phase))
 
     verdict = PHASE_VERDICT.get(phase, "starting")
-    if last.get("http_code") is not None and verdict in ("starting", "loading", "capturing"):
+    if last.get("http_code") is not None and verdict in ("starting", "loading", "capturing", "allocating"):
         verdict = "warming"  # the port answers (503 until warmup is done)
     if verdict == "loading" and not full:
         return _verdict("starting", last, log, reason="%d of %d scheduler processes up; loading counts only with "
                         "every rank alive" % (schedulers, tp_size))
+    hidden = "; --log-level %s hides the phase lines, so only the process tree and HTTP tell" % log_level \
+        if quiet_level else ""
     reasons = {
-        "starting": "%d of %d scheduler processes up, phase %s" % (schedulers, tp_size, phase),
+        "starting": "%d of %d scheduler processes up, phase %s%s" % (schedulers, tp_size, phase, hidden),
         "loading": "loading weights with %d/%d schedulers alive; log advanced %.0f s ago, tree I/O %.0f s ago"
                    % (schedulers, tp_size, log_quiet, activity_quiet),
-        "capturing": "weights loaded; KV cache / CUDA graph capture (phase %s)" % phase,
+        "capturing": "weights loaded; KV cache / CUDA graph capture (phase %s), port still closed" % phase,
+        "allocating": "allocating the HiCache host pool (pinned host memory; can take minutes), port still closed",
         "warming": "HTTP up (answer %s), waiting for warmup" % last.get("http_code"),
     }
     return _verdict(verdict, last, log, reason=reasons[verdict])

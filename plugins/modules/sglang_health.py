@@ -16,8 +16,9 @@ description:
     ExecMainStatus, ExecMainCode, InvocationID), counts scheduler processes under MainPID in C(/proc)
     (C(sglang::scheduler_TP<n>); plain C(sglang::scheduler) at tp 1), sums the tree's I/O and page faults, reads the
     journal of the current invocation and probes C(GET /health).
-  - Reports one verdict - starting, loading (i/N, %), capturing, warming, ready, crashed (phase, exit status, first
-    traceback), restart_loop, stalled, timeout - and the history of verdict changes.
+  - Reports one verdict - starting, loading (i/N, %), capturing (KV pool, CUDA graphs; prefill first, then decode),
+    allocating (the HiCache host pool), warming, ready, crashed (phase, exit status, first traceback), restart_loop,
+    stalled, timeout - and the history of verdict changes.
   - C(crashed) as soon as the main process is gone with a non-success result (Result other than success, or MainPID 0
     with ExecMainCode set), whatever ActiveState says (C(deactivating) while systemd kills the cgroup,
     C(activating/auto-restart) before Restart=on-failure starts it again); one restart while waiting is C(crashed) with
@@ -56,6 +57,11 @@ options:
       are raised to 5.
     type: float
     default: 5
+  log_level:
+    description: The server's C(--log-level). At C(warning) and above SGLang logs no phase line (they are INFO); the
+      verdict then rests on the process tree and HTTP and its reason says so.
+    type: str
+    default: info
 attributes:
   check_mode:
     support: full
@@ -79,9 +85,10 @@ verdict:
   type: str
   sample: ready
 phase:
-  description: Last startup phase named in the log (starting, init_distributed, loading_weights, weights_loaded,
-    kv_cache, cuda_graph_capture, cuda_graph_captured, http_server, ready); for C(crashed) the phase it crashed in
-    (also C(config) when the parent failed on config.json before any scheduler started).
+  description: Startup phase of the least advanced rank (starting, init_parallel, loading_weights, weights_loaded,
+    kv_cache, prefill_graph_capture, decode_graph_capture, hicache_alloc, http_server, warmup, ready); for C(crashed)
+    the phase it crashed in (also C(config) for a bad config.json, C(tokenizer_load) when the tokenizer or processor
+    failed to load, C(serving) for a failure after ready).
   returned: always
   type: str
 progress:
@@ -128,14 +135,11 @@ error:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_log import classify, parse_log
+from ansible.module_utils.sglang_log import classify, crash_advice, parse_log
 from ansible.module_utils.sglang_observe import (SHOW_PROPERTIES, count_schedulers, journal_command, parse_show,
                                                  probe_health, tree_activity)
 
 ADVICE = {
-    "crashed": "read the traceback; a crash at cuda_graph_capture usually needs a lower --mem-fraction-static or "
-               "--cuda-graph-max-bs-decode (restarting with the same flags fails again), one at loading_weights a "
-               "model_stage re-verify, one at config a re-staged config.json",
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
                     "90 s default) and the first traceback",
     "stalled": "inspect the schedulers with `py-spy dump --pid <pid>` (NCCL init hangs, storage stalls)",
@@ -178,7 +182,8 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         obs = observe(module, p["unit"], p["url"], probe_timeout, history[-1] if history else None)
         obs["t"] = clock() - started
         history.append(obs)
-        verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"])
+        verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"],
+                           log_level=p["log_level"])
         progress = verdict.get("progress")
         if not transitions or transitions[-1]["verdict"] != verdict["verdict"]:
             transitions.append({
@@ -204,6 +209,7 @@ def main():
             interval=dict(type="float", default=1.0),
             stall_timeout=dict(type="float", default=300.0),
             probe_timeout=dict(type="float", default=5.0),
+            log_level=dict(type="str", default="info"),
         ),
         supports_check_mode=True,
     )
@@ -220,7 +226,10 @@ def main():
             msg += "; %s" % v["exit_status"]["text"]
         if v["error"]:
             msg += "; first error: %s" % v["error"]
-        msg += "; " + ADVICE.get(v["verdict"], "")
+        if v["verdict"] == "crashed":
+            msg += "; " + crash_advice(v["phase"], v["error"])
+        else:
+            msg += "; " + ADVICE.get(v["verdict"], "")
         module.fail_json(msg=msg, **result)
     module.exit_json(**result)
 

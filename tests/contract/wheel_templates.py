@@ -205,15 +205,24 @@ def _file_templates(tree):
     yield from visit(tree, module_scope, False)
 
 
+# Parts of the sglang package that a serving process never imports (diffusion serving, kernels' build code, tests).
+SKIP_DIRS = ("multimodal_gen", "kernels", "test", "benchmark", "__pycache__")
+
+
+def _walk(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not (dirpath == root and d in SKIP_DIRS) and d != "__pycache__")
+        yield dirpath, dirnames, sorted(filenames)
+
+
 def extract_templates(root):
-    """Templates of every ``.py`` file under ``root``: dict ``template (tuple) -> ["relpath:lineno", ...]`` (every
-    place that can print it, at most one per file).
+    """Templates of every ``.py`` file under ``root`` (but ``SKIP_DIRS``): dict ``template (tuple) ->
+    ["relpath:lineno", ...]`` (every place that can print it, at most one per file).
 
     Templates with no literal text at all are dropped (they fit anything and prove nothing)."""
     out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for filename in sorted(filenames):
+    for dirpath, dirnames, filenames in _walk(root):
+        for filename in filenames:
             if not filename.endswith(".py"):
                 continue
             path = os.path.join(dirpath, filename)
@@ -236,9 +245,8 @@ def extract_templates(root):
 def tree_digest(root):
     """sha256 over the relative paths and sizes of the ``.py`` files under ``root`` (cache key)."""
     digest = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for filename in sorted(filenames):
+    for dirpath, dirnames, filenames in _walk(root):
+        for filename in filenames:
             if filename.endswith(".py"):
                 path = os.path.join(dirpath, filename)
                 digest.update(("%s %d\n" % (os.path.relpath(path, root), os.path.getsize(path))).encode())

@@ -6,7 +6,8 @@
     model-00001-of-000064.safetensors ... model-00064-of-000064.safetensors   (real Kimi-K2.5 naming)
     model.safetensors.index.json   {"metadata": {"total_size": N}, "weight_map": {tensor: shard}}
     config.json                    KimiK25ForConditionalGeneration / model_type kimi_k25, text_config ...
-    generation_config.json, tokenizer_config.json, tiktoken.model, tokenization_kimi.py, chat_template.jinja
+    generation_config.json, tokenizer_config.json, tiktoken.model, chat_template.jinja, and the remote code
+    configuration_kimi_k25.py, tokenization_kimi.py, tool_declaration_ts.py (stand-ins)
     SHA256SUMS                     sha256sum format, every file above (for an http source)
 
 What is faithful:
@@ -283,21 +284,37 @@ def tokenizer_files():
     }
     import base64
     tiktoken = "".join("%s %d\n" % (base64.b64encode(bytes([i])).decode(), i) for i in range(256))
+    # Remote code as the real repository lays it out: AutoConfig's module, the tokenizer module with its
+    # VOCAB_FILES_NAMES (transformers resolves tiktoken.model from it) and its relative import of
+    # tool_declaration_ts.py. Stand-ins: loading them for real is not supported.
+    configuration = ('"""Sandbox placeholder for Kimi-K2.5\'s configuration_kimi_k25.py (remote code)."""\n\n\n'
+                     'class KimiK25Config:  # pragma: no cover\n'
+                     '    model_type = "kimi_k25"\n')
     tokenization = ('"""Sandbox placeholder for Kimi\'s tokenization_kimi.py (remote code).\n\n'
                     'The real file wraps tiktoken.model; this stand-in only exists so that a file listing\n'
-                    'matches the real repository. Loading it is not supported."""\n\n\n'
+                    'matches the real repository. Loading it is not supported."""\n\n'
+                    'from .tool_declaration_ts import encode_tools_to_typescript_style  # noqa: F401\n\n'
+                    'VOCAB_FILES_NAMES = {"vocab_file": "tiktoken.model"}\n\n\n'
                     'class TikTokenTokenizer:  # pragma: no cover\n'
+                    '    vocab_files_names = VOCAB_FILES_NAMES\n\n'
                     '    def __init__(self, *args, **kwargs):\n'
                     '        raise NotImplementedError("sandbox stand-in tokenizer")\n')
+    tool_declaration = ('"""Sandbox placeholder for Kimi\'s tool_declaration_ts.py (imported by tokenization_kimi.py)."""'
+                        '\n\n\ndef encode_tools_to_typescript_style(tools):  # pragma: no cover\n'
+                        '    raise NotImplementedError("sandbox stand-in")\n')
     chat = ("{%- for message in messages -%}<|im_{{ message['role'] }}|>{{ message['role'] }}<|im_middle|>"
             "{{ message['content'] }}<|im_end|>{%- endfor -%}"
-            "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}\n")
+            "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>"
+            "{%- if thinking is defined and thinking is false -%}<think></think>{%- else -%}<think>{%- endif -%}"
+            "{%- endif -%}\n")
     gen = {"bos_token_id": 163584, "eos_token_id": 163586, "max_length": 262144, "temperature": 1.0,
            "top_p": 0.95, "transformers_version": "4.57.1"}
     return {
         "tokenizer_config.json": json.dumps(tok_cfg, indent=2) + "\n",
         "tiktoken.model": tiktoken,
         "tokenization_kimi.py": tokenization,
+        "tool_declaration_ts.py": tool_declaration,
+        "configuration_kimi_k25.py": configuration,
         "chat_template.jinja": chat,
         "generation_config.json": json.dumps(gen, indent=2) + "\n",
     }

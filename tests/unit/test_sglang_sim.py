@@ -74,7 +74,8 @@ class Sim:
     def __init__(self, pkg, tmp, args, env=None):
         self.port = free_port()
         self.out_path, self.err_path = tmp / f"sim-{self.port}.out", tmp / f"sim-{self.port}.err"
-        full_env = dict(os.environ, PYTHONPATH=str(pkg), SGLANG_SIM_CONFIG="", **FAST)
+        full_env = dict(os.environ, PYTHONPATH=str(pkg), SGLANG_SIM_CONFIG="", SGLANG_SIM_STATE_DIR=str(tmp / "state"),
+                        **FAST)
         full_env.pop("SGLANG_SIM_FAULT", None)
         full_env.update(env or {})
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
@@ -299,7 +300,8 @@ def test_without_parsers_markup_leaks_into_content(start, ckpt):
     msg = json.loads(sim.post("/v1/chat/completions", body)[1])["choices"][0]["message"]
     assert msg["tool_calls"] is None and msg["reasoning_content"] is None
     assert "<|tool_calls_section_begin|><|tool_call_begin|>functions.get-weather:0" in msg["content"]
-    assert msg["content"].startswith("<think>")
+    # the chat template put <think> into the prompt: the output starts inside the reasoning and closes it
+    assert not msg["content"].startswith("<think>") and "</think>" in msg["content"]
     content = "".join(ev["choices"][0]["delta"].get("content") or ""
                       for ev in sse_events(sim.post("/v1/chat/completions", dict(body, stream=True))[1]))
     assert content == msg["content"]
@@ -394,3 +396,144 @@ def test_build_repo_is_idempotent(tmp_path):
                             "v0.5.23"], capture_output=True, text=True, check=True).stdout.split()
     assert {"README.md", "python/pyproject.toml", "python/sglang/__init__.py", "python/sglang/launch_server.py",
             "python/sglang/cli_snapshot.json"} <= set(files)
+
+
+# ---- 0.5.23's start-up sequence, step by step ---------------------------------------------------------------
+
+def kimi_checkpoint(path):
+    """The sandbox's Kimi-K2.5 stand-in checkpoint (remote code, tiktoken.model, vision_config) with 4 small shards."""
+    sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
+    try:
+        import checkpoint
+    finally:
+        sys.path.pop(0)
+    checkpoint.make_checkpoint(str(path), num_shards=4, shard_bytes=64 * 1024)
+    return path
+
+
+def state_files(tmp_path):
+    d = tmp_path / "state"
+    return {int(p.stem): json.loads(p.read_text()) for p in d.glob("*.json")} if d.is_dir() else {}
+
+
+def test_startup_follows_0_5_23_prefill_first_hicache_after_capture(start, tmp_path):
+    """Init parallel -> memory baseline -> weights -> KV pool -> prefill graphs -> decode graphs -> HiCache host pool
+    (port still closed) -> watchdog + uvicorn -> image warmup (vision_config) -> ready; each scheduler publishes its
+    phase and GPU memory for the GPU stand-in."""
+    ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", "--enable-hierarchical-cache",
+                 "--hicache-size", "1"],
+                env={"SGLANG_SIM_HICACHE_PIN_GBPS": "0.5", "SGLANG_SIM_FAULT": "hicache_alloc_failure:64"})
+    sim.wait_for(lambda: "Allocating MLA hierarchical KV host pool" in sim.log, 15, "host pool allocation")
+    assert sim.get("/health")[0] is None, "the port stays closed while the HiCache pool is pinned"
+    phases = {s["phase"] for s in state_files(tmp_path).values()}
+    assert phases == {"hicache_alloc"}, phases
+    sim.wait_ready(20)
+    log = sim.log
+    order = ["server_args={'", "TP0] Init parallel begin.", "TP0] Init parallel ends. elapsed=",
+             "TP0] Memory baseline taken. mem usage=", "TP0] Load weight begin. avail mem=",
+             "TP0] Load weight end. elapsed=", "TP0] KV Cache is allocated. dtype: torch.bfloat16, #tokens: ",
+             "TP0] Memory pool end. avail mem=", "TP0] Capture target prefill CUDA graph begin. backend=breakable",
+             "Capturing prefill shape (num_tokens=", "TP0] Capture target prefill CUDA graph end. elapsed=",
+             "TP0] Capture target decode CUDA graph begin. backend=full", "Capturing batches (bs=",
+             "TP0] Capture target decode CUDA graph end. bs=", "TP0] Allocating MLA hierarchical KV host pool: ",
+             "INFO:     Uvicorn running on http://127.0.0.1:", "Using a 512x512 image for Kimi VLM startup warmup",
+             "The server is fired up and ready to roll!"]
+    positions = [log.index(text) for text in order]
+    assert positions == sorted(positions), [t for t, p in zip(order, positions)]
+    assert "quant=compressed-tensors" in log  # the checkpoint's quantization_config, as model_config.py logs it
+    assert re.search(r'INFO:     127\.0\.0\.1:\d+ - "POST /v1/chat/completions HTTP/1\.1" 200', log)
+    states = state_files(tmp_path)
+    assert sorted(s["rank"] for s in states.values()) == ["TP0", "TP1"]
+    assert all(s["phase"] == "serving" and s["gpu_memory_used_mib"] > 70000 for s in states.values())
+    assert sorted(s["gpu_id"] for s in states.values()) == [0, 1]
+
+
+def test_quiet_log_level_keeps_failures_and_bars_only(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--log-level", "warning"],
+                env={"SGLANG_SIM_FAULT": "crash_at_shard:3"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    log = sim.log
+    for text in ("server_args=", "Init parallel begin", "Load weight begin", "Uvicorn running"):
+        assert text not in log
+    assert "Multi-thread loading shards:" in log  # tqdm writes regardless of the log level
+    assert "Scheduler hit an exception: Traceback" in log and "Received sigquit from a child process" in log
+
+
+def test_expert_parallel_adds_its_prefix_token_and_title(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--moe-a2a-backend", "deepep"])
+    sim.wait_ready()
+    assert re.search(r"^\[[\d\- :]+ TP1 EP1\] Load weight begin", sim.log, re.M)
+    assert sorted(c[1] for c in sim.children() if b"scheduler" in c[1]) == [b"sglang::scheduler_TP0_EP0\0",
+                                                                            b"sglang::scheduler_TP1_EP1\0"]
+
+
+def test_warmup_failure_logs_the_traceback_and_kills_the_tree(start, tmp_path):
+    ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code"],
+                env={"SGLANG_SIM_FAULT": "warmup_failure"})
+    assert sim.wait_exit(20) == -signal.SIGKILL
+    log = sim.log
+    assert re.search(r"\] Initialization failed\. warmup error: Traceback \(most recent call last\):", log)
+    assert "no kernel image is available for execution on the device" in log
+    assert "The server is fired up" not in log and not sim.children()
+
+
+def test_tokenizer_files_are_checked_before_any_weight_is_read(start, tmp_path):
+    """A Kimi checkpoint without the file its tokenizer imports relatively fails in the parent (exit 1) with
+    transformers' message, before "Load weight begin"; --trust-remote-code is required for its remote code."""
+    ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
+    sim = start(["--model-path", str(ckpt), "--tp", "2"])
+    assert sim.wait_exit() == 1
+    assert "contains custom code which must be executed" in sim.log
+    (ckpt / "tool_declaration_ts.py").unlink()
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code"])
+    assert sim.wait_exit() == 1
+    assert "does not appear to have a file named tool_declaration_ts.py" in sim.log
+    assert "in get_processor" in sim.log and "Load weight begin" not in sim.log
+
+
+def test_hicache_refuses_a_pool_larger_than_its_budget(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--enable-hierarchical-cache", "--hicache-size", "4"],
+                env={"SGLANG_SIM_FAULT": "hicache_alloc_failure:16"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    # (16 GB - 10 GiB reserve) / 2 ranks = 2.63 GB per rank < 4 GB
+    assert "ValueError: Not enough host memory available. Requesting 4.00 GB but only have 2.63 GB free. Please " \
+           "reduce the size of the hierarchical cache." in sim.log
+    assert "Allocating MLA hierarchical KV host pool" not in sim.log
+
+
+def test_metrics_count_the_scheduler_not_requests_streaming_back(start, ckpt):
+    """sglang:num_running_reqs comes from the scheduler: it is 0 while a finished request is still on its way back
+    to the client; SIGTERM's drain (rid_to_state) still waits for that request."""
+    sim = start(["--model-path", str(ckpt), "--enable-metrics"],
+                env={"SGLANG_SIM_REQUEST_S": "0.5", "SGLANG_SIM_DETOKENIZE_S": "2.5"})
+    sim.wait_ready()
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("status", sim.post(
+        "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                 "chat_template_kwargs": {"thinking": False}}, timeout=20)[0]))
+    t.start()
+    series = 'sglang:num_running_reqs{engine_type="unified",model_name="%s",moe_ep_rank="0",pp_rank="0",tp_rank="0"}' \
+             % ckpt
+    sim.wait_for(lambda: series + " 1.0" in sim.get("/metrics")[1].decode(), 5, "the request in the scheduler")
+    sim.wait_for(lambda: series + " 0.0" in sim.get("/metrics")[1].decode(), 5, "the scheduler idle")
+    assert t.is_alive(), "the response is still being handed back"
+    assert sim.get("/metrics")[1].decode().count("sglang:num_running_reqs{") == 1  # one series: the stats rank
+    os.kill(sim.proc.pid, signal.SIGTERM)
+    t.join(timeout=15)
+    assert result.get("status") == 200 and sim.wait_exit(15) == 0
+
+
+def test_the_fake_model_thinks_first_and_honours_max_tokens(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--reasoning-parser", "kimi_k2"])
+    sim.wait_ready()
+    ask = {"messages": [{"role": "user", "content": "hi"}]}
+    cut = json.loads(sim.post("/v1/chat/completions", dict(ask, max_tokens=256))[1])["choices"][0]
+    assert cut["finish_reason"] == "length" and cut["message"]["content"] is None
+    assert len(cut["message"]["reasoning_content"]) > 500
+    full = json.loads(sim.post("/v1/chat/completions", dict(ask, max_tokens=2048))[1])["choices"][0]
+    assert full["finish_reason"] == "stop" and full["message"]["content"].startswith("Hello!")
+    off = json.loads(sim.post("/v1/chat/completions", dict(ask, max_tokens=64, chat_template_kwargs={
+        "thinking": False}))[1])["choices"][0]
+    assert off["message"]["reasoning_content"] is None and off["message"]["content"].startswith("Hello!")

@@ -10,6 +10,7 @@ import os
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,31 +22,48 @@ bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 KIMI = ["--trust-remote-code", "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2"]
-# name: (tp, fault env, until: "exit" | "ready" | substring to wait for, extra env, break config)
+HICACHE = ["--enable-hierarchical-cache"]
+# name: (tp, fault env, until: "exit" | "ready" | substring to wait for, extra env, break config, extra args)
 SCENARIOS = {
-    "sim_ready_tp8.log": (8, {}, "ready", {}, False),
-    "sim_ready_tp1.log": (1, {}, "ready", {}, False),
-    "sim_hang_at_shard_10_tp8.log": (8, {"SGLANG_SIM_FAULT": "hang_at_shard:10"}, "TP7] Capture target decode CUDA graph end",
-                                     {"SGLANG_SIM_SHARD_DELAY_S": "0.05"}, False),
+    "sim_ready_tp8.log": (8, {}, "ready", {}, False, HICACHE),
+    "sim_ready_tp1.log": (1, {}, "ready", {}, False, []),
+    # rank 0 hangs loading; ranks 1-7 finish loading and wait in the KV-pool all-reduce: the server is loading
+    "sim_hang_at_shard_10_tp8.log": (8, {"SGLANG_SIM_FAULT": "hang_at_shard:10"}, "TP7] Load weight end",
+                                     {"SGLANG_SIM_SHARD_DELAY_S": "0.05"}, False, []),
     "sim_loading_legacy_tp8.log": (8, {"SGLANG_SIM_FAULT": "hang_at_shard:13", "SGLANG_SIM_PROGRESS_FORMAT": "legacy"},
-                                   "12/64", {}, False),
-    "sim_crash_at_shard_43_tp8.log": (8, {"SGLANG_SIM_FAULT": "crash_at_shard:43"}, "exit", {}, False),
-    "sim_oom_cuda_graph_tp8.log": (8, {"SGLANG_SIM_FAULT": "oom_at_cuda_graph"}, "exit", {}, False),
-    "sim_empty_config_tp8.log": (8, {}, "exit", {}, True),
-    "sim_rank_dies_at_init_tp8.log": (8, {"SGLANG_SIM_FAULT": "rank_dies_at_init:2"}, "exit", {}, False),
-    "sim_nccl_abort_after_ready_tp2.log": (2, {"SGLANG_SIM_FAULT": "nccl_abort_after_ready"}, "exit", {}, False),
+                                   "12/64", {}, False, []),
+    "sim_crash_at_shard_43_tp8.log": (8, {"SGLANG_SIM_FAULT": "crash_at_shard:43"}, "exit", {}, False, HICACHE),
+    "sim_oom_cuda_graph_tp8.log": (8, {"SGLANG_SIM_FAULT": "oom_at_cuda_graph"}, "exit", {}, False, HICACHE),
+    "sim_empty_config_tp8.log": (8, {}, "exit", {}, True, []),
+    "sim_rank_dies_at_init_tp8.log": (8, {"SGLANG_SIM_FAULT": "rank_dies_at_init:2"}, "exit", {}, False, []),
+    "sim_nccl_abort_after_ready_tp2.log": (2, {"SGLANG_SIM_FAULT": "nccl_abort_after_ready"}, "exit", {}, False, []),
+    "sim_warmup_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "warmup_failure"}, "exit", {}, False, HICACHE),
+    "sim_tokenizer_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "tokenizer_load_failure"}, "exit", {}, False, HICACHE),
+    "sim_hicache_no_memory_tp8.log": (8, {"SGLANG_SIM_FAULT": "hicache_alloc_failure:12"}, "exit", {}, False,
+                                      HICACHE + ["--hicache-size", "2"]),
+    "sim_log_level_warning_tp8.log": (8, {}, "ready", {}, False, HICACHE + ["--log-level", "warning"]),
+    "sim_ready_deepep_tp8.log": (8, {}, "ready", {}, False, HICACHE + ["--moe-a2a-backend", "deepep"]),
 }
 
 
+def _healthy(url):
+    """GET /health answers 200 (a --log-level warning start prints no ready line)."""
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=5) as res:
+            return res.status == 200
+    except (OSError, ValueError):
+        return False
+
+
 def run_scenario(name, workdir, pythonpath, timeout=30.0):
-    tp, fault, until, extra, break_config = SCENARIOS[name]
+    tp, fault, until, extra, break_config, args = SCENARIOS[name]
     ckpt = os.path.join(workdir, "ckpt-" + name.replace(".", "_"), "Kimi-K2.5")
     bench.make_checkpoint(ckpt)
     if break_config:
         open(os.path.join(ckpt, "config.json"), "w").close()
-    env = dict(fault, **extra)
-    sim = bench.SimProcess(sys.executable, pythonpath, ["--model-path", ckpt, "--tp-size", str(tp)] + KIMI, env,
-                           workdir)
+    env = dict(fault, SGLANG_SIM_STATE_DIR=os.path.join(workdir, "state"), **extra)
+    sim = bench.SimProcess(sys.executable, pythonpath, ["--model-path", ckpt, "--tp-size", str(tp)] + KIMI + args,
+                           env, workdir)
     deadline = time.time() + timeout
     try:
         while time.time() < deadline:
@@ -53,6 +71,10 @@ def run_scenario(name, workdir, pythonpath, timeout=30.0):
             if until == "exit" and sim.proc.poll() is not None:
                 break
             if until == "ready" and "The server is fired up and ready to roll!" in log:
+                time.sleep(0.3)
+                break
+            if until == "ready" and "--log-level" in args and _healthy(sim.url):
+                time.sleep(0.3)
                 break
             if until not in ("exit", "ready") and until in log:
                 time.sleep(0.3)

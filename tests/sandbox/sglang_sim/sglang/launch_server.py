@@ -1,25 +1,27 @@
-"""Launch the (simulated) inference server: ``python -m sglang.launch_server ARGS``."""
-import logging
+"""Launch the (simulated) inference server: ``python -m sglang.launch_server ARGS``.
+
+As SGLang 0.5.23 ``launch_server.py``: parse, then ``run_server`` inside ``try/finally: kill_process_tree(own pid,
+include_parent=False)``. ``run_server`` resolves the arguments first (the model config is read there, before any log
+line), then ``entrypoints/http_server.py launch_server`` -> ``Engine._launch_subprocesses`` (``entrypoints/engine.py``).
+An exception in the parent is uncaught: Python prints its traceback and the process exits 1.
+"""
 import os
 import sys
 import warnings
 
-logger = logging.getLogger("sglang.srt.entrypoints.http_server")
-
 
 def run_server(args):
     from sglang.srt.entrypoints import engine, http_server
-    from sglang.srt.utils import configure_logger
 
-    configure_logger()
-    logger.info(f"server_args=ServerArgs({', '.join(f'{k}={v!r}' for k, v in sorted(vars(args).items()))})")
     hf_config = engine.get_config(args.model_path)
-    schedulers, detok, cfg = engine.launch_subprocesses(args, hf_config)
+    schedulers, detok, cfg, _tokenizer_manager = engine.launch_subprocesses(args, hf_config)
     cfg["model_type"] = hf_config.get("model_type")
+    cfg["has_vision"] = "vision_config" in hf_config
     infos = engine.wait_for_scheduler_ready(schedulers)
     cfg["max_total_num_tokens"] = infos[0].get("max_total_num_tokens")
     engine.wait_for_scheduler_ready([detok])
-    http_server.serve(args, schedulers, detok, cfg)
+    watchdog = engine.start_watchdog(schedulers, detok)
+    http_server.launch_server(args, schedulers, detok, cfg, watchdog)
 
 
 def main(argv=None):

@@ -51,6 +51,8 @@ def test_parse_recorded_log(name):
         assert got["sigquit"] is want["sigquit"]
     if "crash_phase" in want:
         assert got["crash_phase"] == want["crash_phase"]
+    for key, phase in (want.get("rank_phases") or {}).items():
+        assert got["ranks"][key] == phase, got["ranks"]
 
 
 def test_carriage_return_redraws_are_split():
@@ -87,10 +89,12 @@ def test_classify(name):
     cache = {}
     history = [observation(o, cache) for o in case["observations"]]
     got = classify(history, case.get("tp_size", 8), stall_timeout=case.get("stall_timeout", 300),
-                   timeout=case.get("timeout", 1800))
+                   timeout=case.get("timeout", 1800), log_level=case.get("log_level", "info"))
     want = case["expect"]
     assert got["verdict"] == want["verdict"], got["reason"]
     assert got["terminal"] is (want["verdict"] in ("ready", "crashed", "restart_loop", "stalled", "timeout"))
+    assert got["verdict"] in ("starting", "loading", "capturing", "allocating", "warming", "ready", "crashed",
+                              "restart_loop", "stalled", "timeout")
     if "phase" in want:
         assert got["phase"] == want["phase"]
     if "progress" in want:

@@ -93,12 +93,15 @@ def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypa
     ])
     kind, result = module_runner(sglang_health, ARGS, check_mode=True)
     assert kind == "fail"
-    assert result["verdict"] == "crashed" and result["phase"] == "cuda_graph_capture"
+    assert result["verdict"] == "crashed" and result["phase"] == "decode_graph_capture"
     assert result["exit_status"]["code"] == 1
-    assert result["traceback"].splitlines()[-1].startswith("torch.OutOfMemoryError: CUDA out of memory")
+    assert result["traceback"].splitlines()[-1].startswith("Exception: Capture cuda graph failed: CUDA out of memory")
+    assert "torch.OutOfMemoryError: CUDA out of memory" in result["traceback"]
     assert "Received sigquit" not in result["traceback"]
     assert result["msg"].startswith("sglang@kimi.service: crashed after 1 s")
-    assert "exit code 1" in result["msg"] and "first error: torch.OutOfMemoryError" in result["msg"]
+    assert "exit code 1" in result["msg"] and "first error: Exception: Capture cuda graph failed" in result["msg"]
+    # the hint is the capture phase's, said once
+    assert result["msg"].count("--cuda-graph-max-bs-decode") == 1 and "model_stage" not in result["msg"]
 
 
 def test_one_restart_is_crashed_with_the_ended_runs_phase(module_runner, monkeypatch):

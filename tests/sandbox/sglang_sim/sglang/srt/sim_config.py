@@ -11,11 +11,27 @@ DEFAULT_CONFIG_PATH = "/etc/sglang-sim/config.json"
 DEFAULTS = {
     "SGLANG_SIM_FAULT": "",
     "SGLANG_SIM_SHARD_DELAY_S": "0.01",
+    "SGLANG_SIM_INIT_S": "0.05",
+    # CUDA graph capture (prefill a third, decode the rest); minutes on real hardware.
     "SGLANG_SIM_CAPTURE_S": "0.5",
+    # cudaHostRegister of the HiCache host pool; 1 = also allocate and touch it for real.
+    "SGLANG_SIM_HICACHE_PIN_GBPS": "2",
+    "SGLANG_SIM_HICACHE_TOUCH": "",
     "SGLANG_SIM_WARMUP_S": "0.5",
     # Real /health does a 1-token generation and polls for it after asyncio.sleep(1): >= 1 s.
     "SGLANG_SIM_HEALTH_LATENCY_S": "1.0",
+    # One request: tokenising, the scheduler's share (this long at least, plus SGLANG_SIM_TOKEN_S per output
+    # token), handing the result back.
+    "SGLANG_SIM_TOKENIZE_S": "0.002",
     "SGLANG_SIM_REQUEST_S": "0.05",
+    "SGLANG_SIM_TOKEN_S": "0.0",
+    "SGLANG_SIM_DETOKENIZE_S": "0.002",
+    # Reasoning tokens the fake model produces before its answer (kimi_k2 thinks by default).
+    "SGLANG_SIM_THINK_TOKENS": "600",
+    # The scheduler logs decode stats (and so updates /metrics) every decode_log_interval (40) steps.
+    "SGLANG_SIM_DECODE_LOG_S": "1.0",
+    # Where each scheduler publishes its phase and GPU memory for the GPU stand-in (sim_state.py).
+    "SGLANG_SIM_STATE_DIR": "/tmp/sglang-sim",
     # 0.5.23's parent polls each scheduler pipe with poll(timeout=5.0) before checking liveness.
     "SGLANG_SIM_READY_POLL_S": "5.0",
     # 0.5.23's sigterm_watchdog checks every 5 s.

@@ -1,10 +1,26 @@
 """HTTP surface of SGLang 0.5.23, simulated with the stdlib (ThreadingHTTPServer).
 
-Timeline (as upstream): the port opens only after every scheduler reported ready (weights, KV
-cache, CUDA graphs); /health and /health_generate answer 503 until the warmup request finished and
-"The server is fired up and ready to roll!" is logged; /v1/models, /model_info answer 200 as soon
-as the port is open. After ready a subprocess watchdog (1 s) turns a dead scheduler into SIGQUIT ->
-kill_process_tree -> SIGKILL of the parent, as 0.5.23 does.
+Timeline (``entrypoints/http_server.py`` launch_server, ``_wait_and_warmup``): the port opens only after every
+scheduler reported ready and the subprocess watchdog started; ``/health`` and ``/health_generate`` answer 503 until
+the warmup request has finished and ``The server is fired up and ready to roll!`` is logged; ``/v1/models`` and
+``/model_info`` answer 200 as soon as the port is open. Warmup (``_execute_server_warmup``) polls ``/model_info``
+once a second, then sends an image chat request for a model with image understanding (Kimi-K2.5's ``vision_config``;
+``Using a 512x512 image for Kimi VLM startup warmup ...``), else ``/generate``; a failed request logs
+``Initialization failed. warmup error: <traceback>`` and kills the whole tree (SIGKILL).
+
+uvicorn's own lines use uvicorn's format (``uvicorn/config.py LOGGING_CONFIG``: ``%(levelprefix)s %(message)s``,
+no time, no colour when not a TTY), at ``--log-level-http`` or ``--log-level``.
+
+``/metrics`` (``--enable-metrics``) has one series per metric, from the stats-logging rank (attn_tp_rank 0), and
+counts the scheduler's running batch and waiting queue (``managers/scheduler_components/metrics_reporter.py``), not
+HTTP requests: a request being tokenised or streamed back is not in it. The gauge is written when a batch is
+logged (each prefill, every decode log interval) and at once when the scheduler goes idle.
+
+The fake model (``fake_generation``) thinks first, as kimi_k2 does by default: ``SGLANG_SIM_THINK_TOKENS`` tokens of
+reasoning, ``</think>``, then the answer or Kimi tool-call markup. ``chat_template_kwargs: {"thinking": false}``
+switches thinking off (the Kimi-K2.5 chat template's ``thinking`` switch, mirrored by the kimi_k2 reasoning parser's
+``reasoning_default="thinking"`` in ``parser/reasoning_parser.py``); ``max_tokens`` cuts the output
+(``finish_reason: length``), so an answer cut inside the reasoning has empty ``content``.
 """
 import http.server
 import json
@@ -14,62 +30,97 @@ import signal
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 from sglang import __version__
 from sglang.srt import sim_config
 from sglang.srt.function_call import kimik2_detector as kimi
-from sglang.srt.utils import kill_process_tree
+from sglang.srt.utils import get_exception_traceback, kill_process_tree
 
 logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("uvicorn.access")
 uv_logger = logging.getLogger("uvicorn.error")
+REASONING_PARSERS = ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "kimi_k3")
 
 
-def setup_uvicorn_loggers():
+class _LevelPrefix(logging.Formatter):
+    """uvicorn/logging.py ColourizedFormatter without colours: ``INFO:     message``."""
+
+    def format(self, record):
+        record.levelprefix = (record.levelname + ":").ljust(9)
+        return super().format(record)
+
+
+def setup_uvicorn_loggers(level):
     for lg, stream in ((access_logger, sys.stdout), (uv_logger, sys.stderr)):
         h = logging.StreamHandler(stream)
-        h.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+        h.setFormatter(_LevelPrefix("%(levelprefix)s %(message)s"))
         lg.handlers[:] = [h]
         lg.propagate = False
-        lg.setLevel(logging.INFO)
+        lg.setLevel(getattr(logging, str(level or "info").upper(), logging.INFO))
 
 
 class State:
-    def __init__(self, args, schedulers, detok, cfg):
-        self.args, self.schedulers, self.detok, self.cfg = args, schedulers, detok, cfg
+    def __init__(self, args, schedulers, detok, cfg, watchdog):
+        self.args, self.schedulers, self.detok, self.cfg, self.watchdog = args, schedulers, detok, cfg, watchdog
         self.served_model_name = args.served_model_name or args.model_path
         self.status = "Starting"
         self.gracefully_exit = False
         self.lock = threading.Lock()
-        self.in_flight = {}
+        self.rid_to_state = {}  # every request the tokenizer manager holds (tokenising, scheduled, streaming back)
+        self.in_scheduler = {}  # requests in the scheduler's running batch or waiting queue
+        self.gauge = {"sglang:num_running_reqs": 0, "sglang:num_queue_reqs": 0}
+        self.last_stats = time.time()
         self.gen_tokens = 0
         self.gen_started = time.time()
         self.startup_time = None
         self.server = None
-        self.watchdog_stop = threading.Event()
 
     def schedulers_alive(self):
         return all(s.is_alive() for s in self.schedulers)
+
+    def log_stats(self):
+        """metrics_reporter log_stats: the gauge takes the scheduler's counts now."""
+        running = len(self.in_scheduler)
+        limit = self.args.max_running_requests or 2048
+        self.gauge["sglang:num_running_reqs"] = min(running, limit)
+        self.gauge["sglang:num_queue_reqs"] = max(running - limit, 0)
+        self.last_stats = time.time()
 
 
 STATE = None
 
 
-def fake_generation(messages, tools, tool_choice):
-    """Deterministic 'model' output: <think>…</think> then text or Kimi tool-call markup."""
+# -- the fake model -------------------------------------------------------------------------------
+
+def _reasoning_tokens(n, prompt_chars):
+    words = ["The", " user", " wrote", " %d" % prompt_chars, " characters", "."]
+    filler = [" Let", " me", " think", " about", " it", " step", " by", " step", "."]
+    out = list(words)
+    while len(out) < n:
+        out.extend(filler)
+    return out[:n]
+
+
+def fake_generation(messages, tools, tool_choice, thinking):
+    """Token pieces of the 'model' output: reasoning (when thinking), ``</think>``, then text or tool markup.
+    The chat template put ``<think>`` into the prompt, so the output itself never starts with it."""
     last = ""
     for m in messages or []:
         if m.get("role") == "user":
             c = m.get("content")
             last = c if isinstance(c, str) else " ".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
-    reasoning = f"The user wrote {len(last)} characters. I will answer briefly."
-    text = "<think>" + reasoning + "</think>"
+    pieces = []
+    if thinking:
+        pieces += _reasoning_tokens(int(sim_config.get_float("SGLANG_SIM_THINK_TOKENS")), len(last))
+        pieces.append("</think>")
     if tools and tool_choice != "none":
-        text += kimi.fake_tool_markup(tools)
+        pieces += tokenize(kimi.fake_tool_markup(tools))
     else:
-        text += "Hello! This is a simulated SGLang answer."
-    return text
+        pieces += tokenize("Hello! This is a simulated SGLang answer.")
+    return pieces
 
 
 def tokenize(text):
@@ -91,11 +142,18 @@ def tokenize(text):
     return pieces
 
 
-def split_reasoning(text, parser):
-    if parser not in ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "kimi_k3") or "</think>" not in text:
+def split_reasoning(text, parser, thinking):
+    """kimi_k2 with thinking on: the output starts inside the reasoning (force_reasoning); it ends at ``</think>``
+    or, when the model switches straight to tools, at the tool-call section."""
+    if parser not in REASONING_PARSERS or not thinking:
         return None, text
-    head, _, rest = text.partition("</think>")
-    return head.replace("<think>", "", 1), rest
+    end = text.find("</think>")
+    section = text.find(kimi.BOT)
+    if end < 0 and section < 0:
+        return text, ""
+    if end < 0 or (0 <= section < end):
+        return text[:section], text[section:]
+    return text[:end], text[end + len("</think>"):]
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -112,7 +170,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             phrase = ""
         host, port = self.client_address[:2]
-        access_logger.info(f'INFO:     {host}:{port} - "{self.requestline}" {code} {phrase}')
+        access_logger.info(f'{host}:{port} - "{self.requestline}" {code} {phrase}')
 
     # -- helpers -------------------------------------------------------------------------------
     def _send(self, code, body=b"", ctype="application/json", headers=None):
@@ -199,7 +257,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             "preferred_sampling_params": a.preferred_sampling_params, "weight_version": a.weight_version,
             "load_format": a.load_format, "reasoning_parser": a.reasoning_parser,
             "tool_call_parser": a.tool_call_parser, "disaggregation_mode": a.disaggregation_mode,
-            "has_image_understanding": False, "has_audio_understanding": False,
+            "has_image_understanding": STATE.cfg.get("has_vision", False), "has_audio_understanding": False,
             "model_type": STATE.cfg.get("model_type"), "architectures": [STATE.cfg["arch"]],
         })
 
@@ -226,74 +284,132 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not STATE.args.enable_metrics:
             return self._send(404, {"detail": "Not Found"})
         with STATE.lock:
-            running = len(STATE.in_flight)
+            if not STATE.in_scheduler and any(STATE.gauge.values()):
+                STATE.log_stats()  # _maybe_log_idle_metrics: a stale gauge is refreshed when idle
+            values = dict(STATE.gauge)
         elapsed = max(time.time() - STATE.gen_started, 1e-6)
+        values["sglang:gen_throughput"] = STATE.gen_tokens / elapsed
+        docs = {"sglang:num_running_reqs": "The number of running requests.",
+                "sglang:num_queue_reqs": "The number of requests in the waiting queue.",
+                "sglang:gen_throughput": "The generation throughput (token/s)."}
+        labels = (f'engine_type="unified",model_name="{STATE.served_model_name}",moe_ep_rank="0",pp_rank="0",'
+                  f'tp_rank="0"')
         lines = []
-        for name, doc, value in (
-                ("sglang:num_running_reqs", "The number of running requests.", running),
-                ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", 0),
-                ("sglang:gen_throughput", "The generation throughput (token/s).", STATE.gen_tokens / elapsed)):
-            lines += [f"# HELP {name} {doc}", f"# TYPE {name} gauge"]
-            for s in STATE.schedulers:
-                rank = child_rank.get(s.pid, 0)
-                lines.append(f'{name}{{engine_type="unified",model_name="{STATE.served_model_name}",'
-                             f'moe_ep_rank="0",pp_rank="0",tp_rank="{rank}"}} {float(value if rank == 0 else 0)}')
+        for name, value in values.items():
+            lines += [f"# HELP {name} {docs[name]}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
-    def _run_request(self, rid):
-        """Hold the request for SGLANG_SIM_REQUEST_S; hang while schedulers are dead (as upstream)."""
+    def _fault_response(self):
+        if sim_config.fault()[0] == "warmup_failure":
+            message = "CUDA error: no kernel image is available for execution on the device"
+            self._send(500, {"object": "error", "message": message, "type": "InternalServerError",
+                             "param": None, "code": 500})
+            return True
+        return False
+
+    def _schedule(self, rid, pieces, on_token=None):
+        """Tokenise, then the scheduler's share (queue + running batch, one decode step per piece), then hand the
+        result back: only the middle part counts in /metrics. Hangs while a scheduler is dead (as upstream)."""
         with STATE.lock:
-            STATE.in_flight[rid] = time.time()
+            STATE.rid_to_state[rid] = time.time()
         try:
+            time.sleep(sim_config.get_float("SGLANG_SIM_TOKENIZE_S"))
+            with STATE.lock:
+                STATE.in_scheduler[rid] = time.time()
+                STATE.log_stats()  # the prefill batch is logged
+            per_token = sim_config.get_float("SGLANG_SIM_TOKEN_S")
             deadline = time.time() + sim_config.get_float("SGLANG_SIM_REQUEST_S")
+            for piece in pieces:
+                if per_token:
+                    time.sleep(per_token)
+                if on_token is not None:
+                    on_token(piece)
+                self._maybe_log_decode()
             while time.time() < deadline or not STATE.schedulers_alive():
                 time.sleep(0.01)
+                self._maybe_log_decode()
         finally:
             with STATE.lock:
-                STATE.in_flight.pop(rid, None)
+                STATE.in_scheduler.pop(rid, None)
+                if not STATE.in_scheduler:
+                    STATE.log_stats()  # idle: the stale gauge is published at once
+        time.sleep(sim_config.get_float("SGLANG_SIM_DETOKENIZE_S"))
+
+    @staticmethod
+    def _maybe_log_decode():
+        if time.time() - STATE.last_stats >= sim_config.get_float("SGLANG_SIM_DECODE_LOG_S"):
+            with STATE.lock:
+                STATE.log_stats()
+
+    def _done(self, rid):
+        with STATE.lock:
+            STATE.rid_to_state.pop(rid, None)
 
     def generate(self):
         body = self._body()
+        if self._fault_response():
+            return
         rid = body.get("rid") or uuid.uuid4().hex
-        self._run_request(rid)
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16) or 16)
-        text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
-        STATE.gen_tokens += n
-        self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
-            "id": rid, "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 7,
-            "weight_version": "default", "completion_tokens": n, "cached_tokens": 0, "e2e_latency": 0.05}})
+        try:
+            self._schedule(rid, [" x"] * n)
+            text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
+            STATE.gen_tokens += n
+            self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
+                "id": rid, "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 7,
+                "weight_version": "default", "completion_tokens": n, "cached_tokens": 0, "e2e_latency": 0.05}})
+        finally:
+            self._done(rid)
 
     def chat(self):
         body = self._body()
+        if self._fault_response():
+            return
         rid = uuid.uuid4().hex
         tools = body.get("tools") or []
         tool_choice = body.get("tool_choice", "auto")
-        raw = fake_generation(body.get("messages"), tools, tool_choice)
-        self._run_request(rid)
-        pieces = tokenize(raw)
+        thinking = (body.get("chat_template_kwargs") or {}).get("thinking") is not False
+        pieces = fake_generation(body.get("messages"), tools, tool_choice, thinking)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        truncated = bool(limit) and len(pieces) > int(limit)
+        if truncated:
+            pieces = pieces[:int(limit)]
+        try:
+            if body.get("stream"):
+                return self._chat_stream(body, rid, pieces, tools, thinking, truncated)
+            self._schedule(rid, pieces)
+            return self._chat_once(rid, pieces, tools, thinking, truncated)
+        finally:
+            self._done(rid)
+
+    def _usage(self, pieces):
+        return {"prompt_tokens": 12, "total_tokens": 12 + len(pieces), "completion_tokens": len(pieces),
+                "prompt_tokens_details": None, "reasoning_tokens": 0}
+
+    def _chat_once(self, rid, pieces, tools, thinking, truncated):
         STATE.gen_tokens += len(pieces)
-        usage = {"prompt_tokens": 12, "total_tokens": 12 + len(pieces), "completion_tokens": len(pieces),
-                 "prompt_tokens_details": None, "reasoning_tokens": 0}
-        created = int(time.time())
-        model = STATE.served_model_name
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
-        if not body.get("stream"):
-            reasoning, text = split_reasoning(raw, rparser)
-            tool_calls = None
-            finish = "stop"
-            if tparser == "kimi_k2" and tools and kimi.BOT in text:
-                text, calls = kimi.detect_and_parse(text)
-                tool_calls = [{"id": f"functions.{name}:{i}", "index": i, "type": "function",
-                               "function": {"name": name, "arguments": args}} for i, (name, args) in enumerate(calls)]
-                finish = "tool_calls"
-            msg = {"role": "assistant", "content": text if text else None, "reasoning_content": reasoning,
-                   "tool_calls": tool_calls}
-            return self._send(200, {"id": rid, "object": "chat.completion", "created": created, "model": model,
-                                    "choices": [{"index": 0, "message": msg, "logprobs": None,
-                                                 "finish_reason": finish, "matched_stop": None}],
-                                    "usage": usage, "metadata": {"weight_version": "default"}})
+        reasoning, text = split_reasoning("".join(pieces), rparser, thinking)
+        tool_calls = None
+        finish = "length" if truncated else "stop"
+        if tparser == "kimi_k2" and tools and kimi.BOT in text:
+            text, calls = kimi.detect_and_parse(text)
+            tool_calls = [{"id": f"functions.{name}:{i}", "index": i, "type": "function",
+                           "function": {"name": name, "arguments": args}} for i, (name, args) in enumerate(calls)]
+            finish = "tool_calls"
+        msg = {"role": "assistant", "content": text if text else None, "reasoning_content": reasoning,
+               "tool_calls": tool_calls}
+        self._send(200, {"id": rid, "object": "chat.completion", "created": int(time.time()),
+                         "model": STATE.served_model_name,
+                         "choices": [{"index": 0, "message": msg, "logprobs": None,
+                                      "finish_reason": finish, "matched_stop": None}],
+                         "usage": self._usage(pieces), "metadata": {"weight_version": "default"}})
+
+    def _chat_stream(self, body, rid, pieces, tools, thinking, truncated):
+        created, model = int(time.time()), STATE.served_model_name
+        tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -301,97 +417,121 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
 
-        def chunk(delta, finish=None, extra=None):
+        def chunk(delta, finish=None):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
                                 "matched_stop": None}], "usage": None}
-            if extra:
-                obj.update(extra)
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
             self.wfile.flush()
 
         chunk({"role": "assistant", "content": ""})
-        in_reasoning = rparser in ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "kimi_k3")
-        parse_tools = tparser == "kimi_k2" and bool(tools)
-        sp = kimi.StreamParser() if parse_tools else None
-        saw_call = False
-        for piece in pieces:
-            if in_reasoning:
-                if piece == "<think>":
-                    continue
+        state = {"reasoning": rparser in REASONING_PARSERS and thinking, "call": False}
+        sp = kimi.StreamParser() if (tparser == "kimi_k2" and tools) else None
+
+        def on_token(piece):
+            if state["reasoning"]:
                 if piece == "</think>":
-                    in_reasoning = False
-                    continue
-                chunk({"reasoning_content": piece})
-                continue
+                    state["reasoning"] = False
+                    return
+                if piece != kimi.BOT:
+                    chunk({"reasoning_content": piece})
+                    return
+                state["reasoning"] = False
             if sp is None:
                 chunk({"content": piece})
-                continue
+                return
             for ev in sp.feed(piece):
                 if ev[0] == "text":
                     chunk({"content": ev[1]})
                 elif ev[0] == "call":
-                    saw_call = True
+                    state["call"] = True
                     chunk({"tool_calls": [{"index": ev[1], "id": f"functions.{ev[2]}:{ev[1]}", "type": "function",
                                            "function": {"name": ev[2], "arguments": ""}}]})
                 else:
                     chunk({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
-        chunk({}, finish="tool_calls" if saw_call else "stop")
+
+        self._schedule(rid, pieces, on_token)
+        STATE.gen_tokens += len(pieces)
+        chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                   "choices": [], "usage": usage}
+                   "choices": [], "usage": self._usage(pieces)}
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
 
-child_rank = {}
-
-
 # ---- lifecycle -------------------------------------------------------------------------------
 
-def warmup():
-    """Upstream: poll /model_info every 1 s, POST /generate ('The capital city of France is'), then ready."""
-    a = STATE.args
-    time.sleep(min(1.0, sim_config.get_float("SGLANG_SIM_WARMUP_S")))
-    access_logger.info(f'INFO:     127.0.0.1:{40000 + os.getpid() % 20000} - "GET /model_info HTTP/1.1" 200 OK')
-    if not a.skip_server_warmup:
-        time.sleep(max(sim_config.get_float("SGLANG_SIM_WARMUP_S") - 1.0, 0))
-        prefix = " TP0" if a.tp_size > 1 else ""
-        print(time.strftime(f"[%Y-%m-%d %H:%M:%S{prefix}] ") + "Prefill batch, #new-seq: 1, #new-token: 7, "
-              "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, cuda graph: False, input throughput "
-              "(token/s): 0.00", file=sys.stderr, flush=True)
-        access_logger.info(f'INFO:     127.0.0.1:{40001 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
+MINIMUM_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4//8/AAX+Av4N70a4AAAAAElFTkSuQmCC"
+
+
+def _post(url, body, timeout):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as res:
+            return res.status, res.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _execute_server_warmup(args):
+    url = f"http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{args.port}"
+    success, model_info, last_traceback = False, None, ""
+    for _ in range(120):
+        time.sleep(1)
+        try:
+            with urllib.request.urlopen(url + "/model_info", timeout=5) as res:
+                assert res.status == 200, f"{res=}"
+                model_info = json.loads(res.read())
+                success = True
+                break
+        except (AssertionError, OSError):
+            last_traceback = get_exception_traceback()
+    if not success:
+        logger.error(f"Initialization failed. warmup error: {last_traceback}")
+        kill_process_tree(os.getpid())
+        return False
+    time.sleep(max(sim_config.get_float("SGLANG_SIM_WARMUP_S") - 1.0, 0))
+    try:
+        if model_info.get("has_image_understanding"):
+            logger.info("Using a 512x512 image for Kimi VLM startup warmup to compile "
+                        "MoonViT position interpolation.")
+            body = {"model": STATE.served_model_name, "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + MINIMUM_PNG}},
+                {"type": "text", "text": "Describe the image."}]}], "max_tokens": 8, "stream": False,
+                "temperature": 0.0}
+            status, text = _post(url + "/v1/chat/completions", body, 600)
+        else:
+            status, text = _post(url + "/generate", {"sampling_params": {"temperature": 0, "max_new_tokens": 8},
+                                                     "text": "The capital city of France is"}, 600)
+        assert status == 200, f"{text}"
+    except Exception:
+        last_traceback = get_exception_traceback()
+        logger.error(f"Initialization failed. warmup error: {last_traceback}")
+        kill_process_tree(os.getpid())
+        return False
+    return True
+
+
+def _wait_and_warmup(args):
+    if not args.skip_server_warmup:
+        if not _execute_server_warmup(args):
+            return
     STATE.status = "Up"
     logger.info("The server is fired up and ready to roll!")
-    fault = sim_config.fault()
-    if not (fault[0] == "nccl_abort_after_ready" and "survive" in fault[1:]):
-        threading.Thread(target=subprocess_watchdog, daemon=True, name="subprocess-watchdog").start()
-
-
-def subprocess_watchdog():
-    names = [(s, f"scheduler_{i}") for i, s in enumerate(STATE.schedulers)] + [(STATE.detok, "detokenizer")]
-    while not STATE.watchdog_stop.wait(1.0):
-        for child, name in names:
-            code = child.exitcode()
-            if code is None or code == 0:
-                continue
-            logger.error(f"Subprocess {name} (pid={child.pid}) crashed with exit code {code}. "
-                         f"Triggering SIGQUIT for cleanup...")
-            os.kill(os.getpid(), signal.SIGQUIT)
-            return
+    for s in STATE.schedulers:
+        s.tell("ready")
 
 
 def running_phase_sigquit_handler(signum=None, frame=None):
-    # Upstream registers through loop.add_signal_handler, which calls without arguments.
-    logger.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
-    STATE.watchdog_stop.set()
+    logger.error(f"SIGQUIT received. {signum=}, {frame=}. It usually means one child failed.")
+    STATE.watchdog.stop()
     kill_process_tree(os.getpid())
 
 
 def sigterm_handler(signum=None, frame=None):
-    # Upstream registers through loop.add_signal_handler, which calls without arguments.
-    logger.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+    logger.warning(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
     STATE.gracefully_exit = True
     threading.Thread(target=sigterm_watchdog, daemon=True).start()
 
@@ -401,16 +541,18 @@ def sigterm_watchdog():
     time.sleep(poll)
     while True:
         with STATE.lock:
-            rids = list(STATE.in_flight)
+            remaining_rids = list(STATE.rid_to_state)
+        remain_num_req = len(remaining_rids)
         if STATE.status == "UnHealthy":
             logger.error("Signal SIGTERM received while health check failed. Force exiting.")
             break
-        logger.info(f"Gracefully exiting... Remaining number of requests {len(rids)}. Remaining requests {rids=}.")
-        if rids:
+        logger.info(f"Gracefully exiting... Remaining number of requests {remain_num_req}. "
+                    f"Remaining requests {remaining_rids=}.")
+        if remain_num_req > 0:
             time.sleep(poll)
         else:
             break
-    STATE.watchdog_stop.set()
+    STATE.watchdog.stop()
     for s in STATE.schedulers + [STATE.detok]:
         s.shutdown()
     deadline = time.monotonic() + 10
@@ -420,31 +562,26 @@ def sigterm_watchdog():
     threading.Thread(target=STATE.server.shutdown, daemon=True).start()
 
 
-def serve(args, schedulers, detok, cfg):
+def launch_server(args, schedulers, detok, cfg, watchdog):
     global STATE
-    STATE = State(args, schedulers, detok, cfg)
-    for s in schedulers:
-        child_rank[s.pid] = s_rank_from_title(s)
+    STATE = State(args, schedulers, detok, cfg, watchdog)
     STATE.startup_time = time.time()
-    setup_uvicorn_loggers()
-    signal.signal(signal.SIGQUIT, running_phase_sigquit_handler)
-    signal.signal(signal.SIGTERM, sigterm_handler)
+    setup_uvicorn_loggers(args.log_level_http or args.log_level)
+    # upstream registers both through loop.add_signal_handler, which calls them without arguments
+    signal.signal(signal.SIGQUIT, lambda signum, frame: running_phase_sigquit_handler())
+    signal.signal(signal.SIGTERM, lambda signum, frame: sigterm_handler())
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     http.server.ThreadingHTTPServer.daemon_threads = True
-    STATE.server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)
-    uv_logger.info(f"INFO:     Started server process [{os.getpid()}]")
-    uv_logger.info("INFO:     Waiting for application startup.")
-    threading.Thread(target=warmup, daemon=True, name="warmup").start()
-    uv_logger.info("INFO:     Application startup complete.")
-    uv_logger.info(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+    threading.Thread(target=_wait_and_warmup, args=(args,), daemon=True, name="warmup").start()
+    uv_logger.info(f"Started server process [{os.getpid()}]")
+    uv_logger.info("Waiting for application startup.")
+    uv_logger.info("Application startup complete.")
+    STATE.server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)  # uvicorn binds after startup
+    uv_logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     try:
         STATE.server.serve_forever(poll_interval=0.1)
     finally:
-        uv_logger.info("INFO:     Shutting down")
+        uv_logger.info("Shutting down")
         STATE.server.server_close()
-        uv_logger.info("INFO:     Finished server process [%d]" % os.getpid())
+        uv_logger.info("Finished server process [%d]" % os.getpid())
 
-
-def s_rank_from_title(child):
-    title = child.proc.args[0]
-    return int(title.rsplit("TP", 1)[1]) if "TP" in title else 0

@@ -1,10 +1,30 @@
-"""One scheduler process per TP rank (simulated).
+"""One scheduler process per rank (simulated), in SGLang 0.5.23's order.
 
-Started by the parent with argv[0] set to the process title, so /proc/PID/cmdline reads
-``sglang::scheduler_TP<n>`` (what setproctitle produces upstream); /proc/PID/comm is set with
-prctl(PR_SET_NAME). Settings arrive in the SGLANG_SIM_CHILD environment variable (JSON).
+``managers/scheduler.py``: ``run_scheduler_process`` -> ``configure_scheduler_process`` (log prefix
+``{ DP d}{ PP p}{ TP t}{ EP e}``, process title ``sglang::scheduler{prefix with _}``) -> ``Scheduler.__init__``:
+
+1. ``bootstrap.init_parallel_runtime`` (``distributed/bootstrap.py``): ``Init parallel begin.`` / ``Init parallel
+   ends. elapsed=X s``;
+2. ``init_tokenizer``: the processor is loaded on every rank (``utils/hf_transformers/processor.py``) before any
+   weight, so a broken tokenizer fails here;
+3. ``init_model_worker`` -> ModelRunner: ``Memory baseline taken. mem usage=X GB``
+   (``bootstrap.measure_pre_model_load_memory``), ``Load weight begin. avail mem=X GB``, rank 0's ``Using model
+   weights format ['*.safetensors']`` and tqdm bar (``model_loader/weight_utils.py``), ``Load weight end.
+   elapsed=X s, type=<arch>, avail mem=X GB, mem usage=X GB.`` (``model_executor/model_runner.py``); ``KV Cache is
+   allocated. dtype: torch.bfloat16, #tokens: N, KV size: X GB`` (``mem_cache/memory_pool.py``), ``Memory pool
+   end. avail mem=X GB`` (``mem_cache/kv_cache_configurator.py``); CUDA graphs (``model_executor/cuda_graph_setup``);
+4. rank 0: ``max_total_num_tokens=..., available_gpu_mem=X GB``;
+5. ``kv_cache_builder.build_kv_cache``: with ``--enable-hierarchical-cache`` the host pool
+   (``mem_cache/pool_host/base.py``);
+6. the init info goes to the parent through the pipe; then the event loop.
+
+On an exception: ``Scheduler hit an exception: <traceback>`` and SIGQUIT to the parent. Settings arrive in the
+SGLANG_SIM_CHILD environment variable (JSON); argv[0] is the process title (what setproctitle shows in
+/proc/PID/cmdline), /proc/PID/comm is set with prctl(PR_SET_NAME). Each scheduler publishes its phase and GPU
+memory (``sim_state.py``) for the GPU stand-in.
 """
 import json
+import logging
 import os
 import resource
 import signal
@@ -12,29 +32,19 @@ import sys
 import threading
 import time
 
-from sglang.srt import sim_config
+from sglang.srt import sim_config, sim_state
+from sglang.srt.distributed import barrier
+from sglang.srt.managers import detokenizer_manager
+from sglang.srt.mem_cache.pool_host.base import MLATokenToKVPoolHost
+from sglang.srt.model_executor import cuda_graph_setup
 from sglang.srt.model_loader import weight_utils
 from sglang.srt.utils import configure_logger, get_exception_traceback, gib, kill_itself_when_parent_died, set_comm
-
-import logging
+from sglang.srt.utils.hf_transformers.processor import get_processor
 
 logger = logging.getLogger(__name__)
 
-CUDA_GRAPH_CAPTURE_FAILED_MSG = (
-    "Possible solutions:\n"
-    "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
-    "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)\n"
-    "3. disable decode CUDA graph by --cuda-graph-backend-decode=disabled. "
-    "(Not recommended. Huge performance loss)\n"
-    "Open an issue on GitHub https://github.com/sgl-project/sglang/issues/new/choose \n"
-)
-
-
-class OutOfMemoryError(RuntimeError):
-    """Stands in for torch.OutOfMemoryError (a RuntimeError subclass)."""
-
-
-OutOfMemoryError.__module__ = "torch"
+# MLA KV bytes per token for Kimi-K2.5 (61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x bf16)
+KV_BYTES_PER_TOKEN = 61 * 576 * 2
 
 
 class Scheduler:
@@ -42,21 +52,47 @@ class Scheduler:
         self.cfg = cfg
         self.tp_rank = cfg["tp_rank"]
         self.tp_size = cfg["tp_size"]
+        self.gpu_id = cfg["gpu_id"]
         self.gpu_total = sim_config.get_float("SGLANG_SIM_GPU_MEM_GB")
-        self.avail = self.gpu_total - 0.74
+        self.avail = self.gpu_total - 0.74  # CUDA context
+        self.busy = False
         self.fault = sim_config.fault()
-        self.init_torch_distributed()
-        self.load_model()
-        self.init_memory_pool()
-        self.init_cuda_graphs()
+        self.set_phase("starting")
+        self.init_parallel()
+        self.init_tokenizer()
+        self.init_model_worker()
         if self.tp_rank == 0:
             logger.info(
                 f"max_total_num_tokens={self.max_total_num_tokens}, chunked_prefill_size={cfg['chunked_prefill_size']}, "
                 f"max_prefill_tokens={cfg['max_prefill_tokens']}, max_running_requests={self.max_running_requests}, "
                 f"context_len={cfg['context_len']}, available_gpu_mem={self.avail:.2f} GB")
+        self.build_kv_cache()
+        self.set_phase("serving")
 
-    def init_torch_distributed(self):
+    # -- what the GPU stand-in sees -----------------------------------------------------------
+    def set_phase(self, phase):
+        self.phase = phase
+        self._publish()
+
+    def use(self, gb):
+        self.avail -= gb
+        self._publish()
+
+    def hold(self, seconds, busy):
+        self.busy = busy
+        self._publish()
+        time.sleep(seconds)
+        self.busy = False
+
+    def _publish(self, **extra):
+        sim_state.publish(title=self.cfg["title"], rank=self.cfg["rank_key"], gpu_id=self.gpu_id, phase=self.phase,
+                          gpu_memory_used_mib=int((self.gpu_total - self.avail) * 1024), gpu_busy=self.busy, **extra)
+
+    # -- start-up ------------------------------------------------------------------------------
+    def init_parallel(self):
         kind, arg, rest = self.fault
+        tic = time.perf_counter()
+        logger.info("Init parallel begin.")
         if kind == "rank_dies_at_init" and int(arg or 0) == self.tp_rank:
             time.sleep(0.2)
             code = int(rest) if rest else -9
@@ -65,16 +101,34 @@ class Scheduler:
                 os.kill(os.getpid(), -code)
                 time.sleep(5)
             os._exit(code)
-        logger.info("Init torch distributed begin.")
-        time.sleep(0.05)
-        logger.info(f"Init torch distributed ends. elapsed=0.05 s, mem usage=0.{self.tp_size - 1:02d} GB")
+        self.hold(sim_config.get_float("SGLANG_SIM_INIT_S"), busy=False)
+        barrier(self.cfg, "init_parallel")  # process groups: every rank must join
+        self.use(0.06)  # NCCL buffers
+        logger.info(f"Init parallel ends. elapsed={time.perf_counter() - tic:.2f} s")
+
+    def init_tokenizer(self):
+        self.processor = get_processor(self.cfg["tokenizer_path"], trust_remote_code=self.cfg["trust_remote_code"])
+
+    def init_model_worker(self):
+        before = self.avail
+        self.use(0.5)
+        barrier(self.cfg, "memory_baseline")  # get_available_gpu_memory(distributed=True)
+        logger.info(f"Memory baseline taken. mem usage={before - self.avail:.2f} GB")
+        self.load_model()
+        self.init_memory_pool()
+        cuda_graph_setup.capture_prefill_graph(self)
+        cuda_graph_setup.capture_decode_graph(self)
 
     def load_model(self):
         cfg = self.cfg
+        self.set_phase("loading_weights")
         logger.info(f"Load weight begin. avail mem={self.avail:.2f} GB")
         tic = time.perf_counter()
         files = weight_utils.shard_files(cfg["model_path"])
+        total = weight_utils.read_index(cfg["model_path"]).get("metadata", {}).get("total_size", 0)
+        share = gib(total) / self.tp_size / max(len(files), 1)
         kind, arg, _ = self.fault
+        before = self.avail
 
         def on_shard(i):
             if self.tp_rank != 0:
@@ -87,81 +141,47 @@ class Scheduler:
 
         if self.tp_rank == 0:
             logger.info("Using model weights format ['*.safetensors']")
-            weight_utils.iterate_shards(files, multithread=cfg["multithread_load"], on_shard=on_shard)
-        else:
-            time.sleep(len(files) * sim_config.get_float("SGLANG_SIM_SHARD_DELAY_S"))
-        total = weight_utils.read_index(cfg["model_path"]).get("metadata", {}).get("total_size", 0)
-        usage = gib(total) / self.tp_size
-        self.avail -= usage
+        # every rank reads every shard (its own slice of each tensor); rank 0 draws the bar
+        weight_utils.iterate_shards(files, multithread=cfg["multithread_load"], on_shard=on_shard,
+                                    after_shard=lambda i: self.use(share), show=self.tp_rank == 0)
+        quant_str = cfg.get("quant_str")
         logger.info(f"Load weight end. elapsed={time.perf_counter() - tic:.2f} s, type={cfg['arch']}, "
-                    f"dtype=torch.bfloat16, avail mem={self.avail:.2f} GB, mem usage={usage:.2f} GB.")
+                    f"{quant_str + ', ' if quant_str else ''}"
+                    f"avail mem={self.avail:.2f} GB, mem usage={before - self.avail:.2f} GB.")
+        self.set_phase("weights_loaded")
 
     def init_memory_pool(self):
+        barrier(self.cfg, "kv_pool")  # the KV pool is sized by a MIN all-reduce over the ranks
+        self.set_phase("kv_cache")
         frac = self.cfg["mem_fraction_static"] or 0.85
         kv_gb = max(self.avail - self.gpu_total * (1 - frac), 0.5)
-        self.max_total_num_tokens = int(kv_gb * (1 << 30) / (61 * 576 * 2))
+        self.max_total_num_tokens = int(kv_gb * (1 << 30) / KV_BYTES_PER_TOKEN)
         self.max_running_requests = self.cfg["max_running_requests"] or 2048
         logger.info(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {self.max_total_num_tokens}, "
                     f"KV size: {kv_gb:.2f} GB")
-        self.avail -= kv_gb
+        self.use(kv_gb)
         logger.info(f"Memory pool end. avail mem={self.avail:.2f} GB")
 
-    def init_cuda_graphs(self):
-        if self.cfg["disable_cuda_graph"]:
+    def build_kv_cache(self):
+        if not self.cfg["enable_hierarchical_cache"]:
             return
-        capture_bs = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
-                      136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256]
-        mb = self.cfg["cuda_graph_max_bs_decode"]
-        if mb:
-            capture_bs = [b for b in capture_bs if b <= mb] or [mb]
-        before = self.avail
-        logger.info(f"Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
-                    f"avail mem={before:.2f} GB")
-        tic = time.perf_counter()
-        try:
-            self.capture(capture_bs)
-        except RuntimeError as e:
-            raise Exception(f"Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}")
-        usage = 0.35 + 0.01 * len(capture_bs)
-        self.avail -= usage
-        logger.info(f"Capture target decode CUDA graph end. bs={capture_bs}, elapsed={time.perf_counter() - tic:.2f} s, "
-                    f"mem usage={usage:.2f} GB, avail mem={self.avail:.2f} GB.")
+        barrier(self.cfg, "hicache")  # auto-sizing's MIN all-reduce
+        self.set_phase("hicache_alloc")
+        self.host_pool = MLATokenToKVPoolHost(
+            self.cfg, self.max_total_num_tokens, KV_BYTES_PER_TOKEN,
+            on_progress=lambda done: self._publish(host_pinned_bytes=done))
 
-    def capture(self, capture_bs):
-        step = sim_config.get_float("SGLANG_SIM_CAPTURE_S") / max(len(capture_bs), 1)
-        oom = self.fault[0] == "oom_at_cuda_graph" and self.tp_rank == 0
-        bar = None
-        if self.tp_rank == 0:
-            bar = weight_utils.Progress(
-                len(capture_bs), "Capturing batches",
-                bar_format="{desc}: {percentage:3.0f}%| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
-        for i, bs in enumerate(reversed(capture_bs)):
-            if bar is not None:
-                bar.desc = f"Capturing batches (bs={bs} avail_mem={self.avail - 0.01 * i:.2f} GB)"
-            if oom and i == 2:
-                raise OutOfMemoryError(
-                    f"CUDA out of memory. Tried to allocate 2.00 GiB. GPU {self.tp_rank} has a total capacity of "
-                    f"{self.gpu_total:.2f} GiB of which {self.avail - 0.02 * i:.2f} GiB is free. Including non-PyTorch "
-                    f"memory, this process has {self.gpu_total - self.avail:.2f} GiB memory in use. Of the allocated "
-                    f"memory {self.gpu_total - self.avail - 1.2:.2f} GiB is allocated by PyTorch, and 1.02 GiB is "
-                    "reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-                    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for "
-                    "Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
-            time.sleep(step)
-            if bar is not None:
-                bar.update(1)
-        if bar is not None:
-            bar.close()
-
+    # -- serving -------------------------------------------------------------------------------
     def run_event_loop(self, ctl_fd):
-        """Block until the parent asks us to shut down (or goes away)."""
+        """Block until the parent asks us to shut down (or goes away). The parent says ``ready`` once the server
+        is fired up (the simulator's own signal, so a fault can start from there)."""
         kind, _, _ = self.fault
-        if kind == "nccl_abort_after_ready":
-            threading.Thread(target=self._nccl_abort, daemon=True).start()
         with os.fdopen(ctl_fd, "r") as ctl:
             for line in ctl:
                 if line.strip() == "shutdown":
                     return
+                if line.strip() == "ready" and kind == "nccl_abort_after_ready":
+                    threading.Thread(target=self._nccl_abort, daemon=True).start()
 
     def _nccl_abort(self):
         time.sleep(sim_config.get_float("SGLANG_SIM_FAULT_DELAY_S"))
@@ -191,18 +211,21 @@ def run_scheduler_process(cfg, ready_fd, ctl_fd):
         os.kill(parent, signal.SIGQUIT)
 
 
+def configure_scheduler_process(cfg):
+    kill_itself_when_parent_died()
+    set_comm(cfg["title"])
+    configure_logger(cfg["log_level"], prefix=cfg["log_prefix"])
+
+
 def main():
     cfg = json.loads(os.environ["SGLANG_SIM_CHILD"])
-    kill_itself_when_parent_died()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    set_comm(cfg["title"])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    configure_logger(cfg["log_prefix"])
     if cfg["role"] == "scheduler":
+        configure_scheduler_process(cfg)
         run_scheduler_process(cfg, cfg["ready_fd"], cfg["ctl_fd"])
-    else:  # detokenizer
-        os.write(cfg["ready_fd"], b'{"status": "ready"}\n')
-        with os.fdopen(cfg["ctl_fd"], "r") as ctl:
-            for line in ctl:
-                if line.strip() == "shutdown":
-                    break
+    else:
+        kill_itself_when_parent_died()
+        set_comm(cfg["title"])
+        configure_logger(cfg["log_level"])
+        detokenizer_manager.run_detokenizer_process(cfg, cfg["ready_fd"], cfg["ctl_fd"])

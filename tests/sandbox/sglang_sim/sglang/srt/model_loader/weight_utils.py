@@ -1,5 +1,8 @@
-"""Weight loading as rank 0 does it: the index's weight_map names the shards, every shard is
-opened and its safetensors header validated, progress is a tqdm bar on stderr.
+"""Weight loading as every rank does it: the index's weight_map names the shards, every shard is
+opened and its safetensors header validated and its bytes read through mmap; rank 0 draws the tqdm bar on
+stderr (SGLang 0.5.23 ``model_loader/weight_utils.py``: desc ``Multi-thread loading shards`` by default,
+``Loading safetensors checkpoint shards`` with checkpoint prefetch; ``bar_format`` is ``utils/common.py
+BAR_FORMAT``).
 
 Error messages follow the safetensors package: by default the current wording
 (``Error while deserializing header: incomplete metadata, file not fully covered``, class
@@ -63,6 +66,14 @@ class Progress:
         self.last_len = 0
         self._draw()
 
+    def _bar(self):
+        """tqdm's 10-cell bar (no terminal width under systemd): full blocks, then one partial cell."""
+        frac = self.n / self.total if self.total else 0.0
+        cells = frac * 10
+        full = int(cells)
+        part = " ▏▎▍▌▋▊▉"[int((cells - full) * 8)] if full < 10 else ""
+        return ("█" * full + part).ljust(10)
+
     def _meter(self):
         elapsed = time.time() - self.start
         rate = self.n / elapsed if (self.n and elapsed) else None
@@ -76,7 +87,7 @@ class Progress:
         return self.bar_format.format(
             desc=self.desc, percentage=100.0 * self.n / self.total if self.total else 0.0,
             n_fmt=str(self.n), total_fmt=str(self.total), elapsed=format_interval(elapsed),
-            remaining=remaining, rate_fmt=rate_fmt)
+            remaining=remaining, rate_fmt=rate_fmt, bar=self._bar())
 
     def _draw(self):
         s = self._meter()
@@ -163,16 +174,21 @@ def load_shard_data(path, seconds):
                     time.sleep(seconds / steps)
 
 
-def iterate_shards(files, multithread=True, on_shard=None):
-    """Walk shards with the progress bar of the chosen loader; on_shard(i) runs before shard i."""
+def iterate_shards(files, multithread=True, on_shard=None, after_shard=None, show=True):
+    """Walk shards with the progress bar of the chosen loader (drawn only when ``show``: rank 0);
+    ``on_shard(i)`` runs before shard i, ``after_shard(i)`` after it was read."""
     legacy = sim_config.get("SGLANG_SIM_PROGRESS_FORMAT") == "legacy"
     desc = "Multi-thread loading shards" if (multithread and not legacy) else "Loading safetensors checkpoint shards"
     delay = sim_config.get_float("SGLANG_SIM_SHARD_DELAY_S")
-    bar = Progress(len(files), desc, one_line_each=legacy)
+    bar = Progress(len(files), desc, one_line_each=legacy) if show else None
     for i, path in enumerate(files, start=1):
         if on_shard is not None:
             on_shard(i)
         check_safetensors_file(path)
         load_shard_data(path, delay)
-        bar.update(1)
-    bar.close()
+        if after_shard is not None:
+            after_shard(i)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()

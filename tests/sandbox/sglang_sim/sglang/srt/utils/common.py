@@ -1,4 +1,10 @@
-"""Process plumbing shared by the simulator's processes (stdlib only)."""
+"""Process plumbing shared by the simulator's processes (stdlib only).
+
+Behaviour copied from SGLang 0.5.23 ``sglang/srt/utils/common.py``: ``configure_logger`` (format
+``[%(asctime)s{maybe_ms}{prefix}] %(message)s``, level from ``--log-level``), ``kill_process_tree`` (logs
+``kill_process_tree called: ...``, SIGKILLs the descendants, and with ``include_parent`` itself: systemd then sees
+status=9/KILL), ``kill_itself_when_parent_died`` (prctl PR_SET_PDEATHSIG).
+"""
 import ctypes
 import ctypes.util
 import logging
@@ -38,9 +44,11 @@ def kill_itself_when_parent_died():
         pass
 
 
-def configure_logger(prefix=""):
+def configure_logger(log_level="info", prefix=""):
+    """utils/common.py configure_logger: every process of SGLang logs with this format at --log-level."""
     maybe_ms = ".%(msecs)03d" if sim_config.get("SGLANG_LOG_MS") not in ("", "0", "false", "False") else ""
-    logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s{maybe_ms}{prefix}] %(message)s",
+    logging.basicConfig(level=getattr(logging, str(log_level or "info").upper(), logging.INFO),
+                        format=f"[%(asctime)s{maybe_ms}{prefix}] %(message)s",
                         datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr, force=True)
 
 
