@@ -16,10 +16,13 @@ description:
     (C(/v1/models) answers 200 before the model can serve); the O(checks) are functional.
   - C(health) - C(GET /health) answers 200.
   - C(models) - C(GET /v1/models) lists O(served_model_name).
-  - C(chat) - a chat completion returns non-empty text with no C(<think>) or tool-call markup in C(content).
-  - C(reasoning) - the same answer carries C(reasoning_content), separated from C(content).
-  - C(tool_calls) - a non-streaming request with two tools (one hyphenated name) returns both as parsed C(tool_calls)
-    (names, JSON-object arguments) and no C(<|tool_call) markup in C(content).
+  - C(chat) - a chat completion with thinking switched off (O(no_thinking_kwargs)) returns non-empty text with no
+    C(<think>) or tool-call markup in C(content).
+  - C(reasoning) - a chat completion with thinking on (kimi_k2 thinks by default) returns C(reasoning_content) with no
+    C(<think>) markup in it or in C(content). An answer cut at O(reasoning_max_tokens) inside the reasoning has an
+    empty C(content); that still shows the reasoning parser at work and passes, saying so.
+  - C(tool_calls) - a non-streaming request with two tools (one hyphenated name), thinking off, returns both as parsed
+    C(tool_calls) (names, JSON-object arguments) and no C(<|tool_call) markup in C(content).
   - C(tool_calls_stream) - the same request streamed (server-sent events), deltas reassembled - both calls, arguments
     that parse as JSON, no markup in the streamed content.
   - Runs every check, then fails listing every failed one. Changes nothing; check mode skips the requests.
@@ -47,6 +50,21 @@ options:
     description: Seconds for one chat completion (streamed or not); at least 5.
     type: float
     default: 60
+  max_tokens:
+    description: C(max_tokens) of the requests with thinking off (chat and tool calls).
+    type: int
+    default: 512
+  reasoning_max_tokens:
+    description: C(max_tokens) of the reasoning check (thinking on). A thinking model spends hundreds of tokens before
+      its answer; 256 often ends inside the reasoning.
+    type: int
+    default: 2048
+  no_thinking_kwargs:
+    description: C(chat_template_kwargs) that switch the model's thinking off, from the model's chat template
+      (Kimi-K2.5's C(chat_template.jinja) tests C(thinking is defined and thinking is false); SGLang 0.5.23's
+      kimi_k2 reasoning parser reads the same C(thinking) key). Empty for a model without the switch.
+    type: dict
+    default: {thinking: false}
   api_key:
     description: Bearer token when the server runs with C(--api-key).
     type: str
@@ -206,10 +224,16 @@ class Smoke(object):
         self.probe_timeout = max(5.0, float(params["probe_timeout"]))
         self.request_timeout = max(5.0, float(params["request_timeout"]))
         self.api_key = params.get("api_key")
-        self._chat = None
+        self.max_tokens = int(params.get("max_tokens") or 512)
+        self.reasoning_max_tokens = int(params.get("reasoning_max_tokens") or 2048)
+        self.no_thinking = dict(params.get("no_thinking_kwargs") or {})
 
-    def chat_body(self, **extra):
-        body = {"model": self.model, "max_tokens": 256, "temperature": 0}
+    def chat_body(self, thinking=False, **extra):
+        """A chat request; with ``thinking`` False the model's thinking is switched off (its template kwargs)."""
+        body = {"model": self.model, "temperature": 0,
+                "max_tokens": self.reasoning_max_tokens if thinking else self.max_tokens}
+        if not thinking and self.no_thinking:
+            body["chat_template_kwargs"] = dict(self.no_thinking)
         body.update(extra)
         return body
 
@@ -230,32 +254,35 @@ class Smoke(object):
             raise CheckFailed("/v1/models lists %s, not %r (--served-model-name?)" % (ids, self.model))
         return "lists %s" % self.model
 
-    def chat_message(self):
-        if self._chat is None:
-            body = self.chat_body(messages=[{"role": "user", "content": "Say hello in one short sentence."}])
-            data = parse_json(*self.post(body), what="/v1/chat/completions")
-            try:
-                self._chat = data["choices"][0]["message"]
-            except (KeyError, IndexError, TypeError):
-                raise CheckFailed("chat completion without choices[0].message: %r" % str(data)[:200])
-        return self._chat
+    def chat_message(self, thinking):
+        body = self.chat_body(thinking, messages=[{"role": "user", "content": "Say hello in one short sentence."}])
+        data = parse_json(*self.post(body), what="/v1/chat/completions")
+        try:
+            return data["choices"][0]["message"], data["choices"][0].get("finish_reason")
+        except (KeyError, IndexError, TypeError):
+            raise CheckFailed("chat completion without choices[0].message: %r" % str(data)[:200])
 
     def check_chat(self):
-        content = (self.chat_message().get("content") or "").strip()
+        msg, finish = self.chat_message(thinking=False)
+        content = (msg.get("content") or "").strip()
         if not content:
-            raise CheckFailed("chat completion returned no text in content")
+            raise CheckFailed("chat completion (thinking off: %s) returned no text in content (finish_reason %s)"
+                              % (json.dumps(self.no_thinking) if self.no_thinking else "no switch", finish))
         if any(m in content for m in MARKUP + THINK):
             raise CheckFailed("markup in content: %r" % content[:160])
         return "content %r" % content[:80]
 
     def check_reasoning(self):
-        msg = self.chat_message()
+        msg, finish = self.chat_message(thinking=True)
         reasoning, content = (msg.get("reasoning_content") or "").strip(), msg.get("content") or ""
         if not reasoning:
             hint = " (reasoning left in content: is --reasoning-parser kimi_k2 set?)" if "</think>" in content else ""
             raise CheckFailed("no reasoning_content%s" % hint)
-        if any(m in content for m in THINK):
-            raise CheckFailed("<think> markup left in content: %r" % content[:160])
+        if any(m in content or m in reasoning for m in THINK):
+            raise CheckFailed("<think> markup left in content or reasoning_content: %r" % (content or reasoning)[:160])
+        if not content.strip() and finish == "length":
+            return ("reasoning_content %d chars; the answer ended inside the reasoning at max_tokens %d (content "
+                    "empty), as a thinking model does" % (len(reasoning), self.reasoning_max_tokens))
         return "reasoning_content %d chars, separate from content" % len(reasoning)
 
     def check_tool_calls(self):
@@ -300,6 +327,9 @@ def main():
             checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(ALL_CHECKS)),
             probe_timeout=dict(type="float", default=10.0),
             request_timeout=dict(type="float", default=60.0),
+            max_tokens=dict(type="int", default=512),
+            reasoning_max_tokens=dict(type="int", default=2048),
+            no_thinking_kwargs=dict(type="dict", default={"thinking": False}),
             api_key=dict(type="str", no_log=True),
         ),
         supports_check_mode=True,

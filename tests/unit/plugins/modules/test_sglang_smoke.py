@@ -64,13 +64,15 @@ def test_all_checks_pass_with_the_kimi_parsers(module_runner, kimi_sim):
 def test_without_parsers_markup_leaks_and_the_smoke_fails_naming_the_checks(module_runner, plain_sim):
     kind, result = module_runner(sglang_smoke, {"url": plain_sim.url, "served_model_name": "Kimi-K2.5"})
     assert kind == "fail"
-    assert result["failed_checks"] == ["chat", "reasoning", "tool_calls", "tool_calls_stream"]
+    # chat switches thinking off, so without a reasoning parser there is no <think> markup to leak: it passes
+    assert result["failed_checks"] == ["reasoning", "tool_calls", "tool_calls_stream"]
     by_name = {c["name"]: c for c in result["checks"]}
     assert by_name["health"]["status"] == "passed" and by_name["models"]["status"] == "passed"
+    assert by_name["chat"]["status"] == "passed"
     assert "tool-call markup left in content" in by_name["tool_calls"]["detail"]
     assert "tool-call markup left in content" in by_name["tool_calls_stream"]["detail"]
     assert "--reasoning-parser kimi_k2" in by_name["reasoning"]["detail"]
-    assert result["msg"].startswith("4 of 6 smoke checks failed")
+    assert result["msg"].startswith("3 of 6 smoke checks failed")
     for name in result["failed_checks"]:
         assert name + ": " in result["msg"]
 
@@ -119,3 +121,23 @@ def test_second_call_dropped_in_stream_fails():
     with pytest.raises(sglang_smoke.CheckFailed, match="not a JSON object"):
         sglang_smoke.verify_tool_calls([{"name": "get-weather", "arguments": "{"},
                                         {"name": "search_docs", "arguments": "{}"}], None)
+
+
+def test_a_thinking_model_passes_because_thinking_is_switched_off_where_content_is_needed(module_runner, kimi_sim):
+    """The simulator's model thinks for 600 tokens (SGLANG_SIM_THINK_TOKENS), more than the 256 the smoke used to
+    send: with thinking left on and 256 tokens every answer ends inside the reasoning, content empty, no tool call."""
+    old_way = {"url": kimi_sim.url, "served_model_name": "Kimi-K2.5", "no_thinking_kwargs": {}, "max_tokens": 256,
+               "checks": ["chat", "tool_calls"]}
+    kind, result = module_runner(sglang_smoke, old_way)
+    assert kind == "fail" and result["failed_checks"] == ["chat", "tool_calls"]
+    assert "no text in content" in result["checks"][0]["detail"]
+    kind, result = module_runner(sglang_smoke, {"url": kimi_sim.url, "served_model_name": "Kimi-K2.5",
+                                                "checks": ["chat", "tool_calls"]})
+    assert kind == "exit", result["msg"]
+
+
+def test_reasoning_cut_at_max_tokens_still_shows_the_parser_works(module_runner, kimi_sim):
+    kind, result = module_runner(sglang_smoke, {"url": kimi_sim.url, "served_model_name": "Kimi-K2.5",
+                                                "checks": ["reasoning"], "reasoning_max_tokens": 100})
+    assert kind == "exit", result["msg"]
+    assert "ended inside the reasoning at max_tokens 100" in result["checks"][0]["detail"]
