@@ -10,6 +10,11 @@
 ``sglang_argv_errors``
     the same checks as a list of messages, for preflight to report with every other problem.
 
+``STARTUP_RULES`` / ``sglang_startup_rules``
+    the checks SGLang 0.5.23 runs after argparse that a Kimi deployment can hit (HiCache vs radix cache, tp/nodes,
+    multi-node DP, served name, chunked prefill vs page size, attention DP vs replicas, HiCache fraction, MoE dense
+    TP, torch.compile without padding), so they fail preflight rather than a started unit.
+
 Model-family and hardware rules (``model_family``, ``compute_capability`` arguments): Kimi models need
 ``--tool-call-parser kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code``; on compute capability 12.x
 (SM120) ``trtllm_mla`` attention and DeepGEMM backends are refused; ``--api-key``/``--admin-api-key`` are
@@ -237,11 +242,90 @@ def sglang_option_rules(options: dict, family: str | None = None, compute_capabi
     return errors
 
 
+# SGLang 0.5.23's own checks after argparse (ServerArgs resolution and check_server_args, sglang/srt/arg_groups/) that
+# a Kimi-K2.5 deployment can hit, checked here so that they fail preflight instead of a started unit. Each entry:
+# (name, the wheel's text for it -- tests/contract/test_startup_rules.py finds it in the wheel --, where, test,
+# message). ``test(opts)`` is True when the options break the rule; ``opts`` holds normalised names.
+def _opt_int(opts, name, default=None):
+    try:
+        return int(opts.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def _opt_float(opts, name):
+    try:
+        return float(opts[name]) if opts.get(name) is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+STARTUP_RULES = (
+    ("hicache_needs_radix_cache",
+     r"enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
+     "arg_groups/kv_cache_hook.py",
+     lambda o: bool(o.get("enable-hierarchical-cache")) and bool(o.get("disable-radix-cache")),
+     "--enable-hierarchical-cache and --disable-radix-cache are mutually exclusive in SGLang 0.5.23: HiCache extends "
+     "the radix cache; drop one"),
+    ("tp_divisible_by_nodes",
+     r"tp_size must be divisible by number of nodes",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: (_opt_int(o, "tp-size", 1) * _opt_int(o, "pp-size", 1)) % max(_opt_int(o, "nnodes", 1), 1) != 0,
+     "--tp-size x --pp-size must be divisible by --nnodes (SGLang 0.5.23 asserts it at start-up)"),
+    ("no_multinode_data_parallel",
+     r"multi-node data-parallel replicas are not supported",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: _opt_int(o, "dp-size", 1) > 1 and _opt_int(o, "nnodes", 1) > 1,
+     "--dp-size > 1 with --nnodes > 1: SGLang 0.5.23 has no multi-node data-parallel replicas; use --attn-dp-size "
+     "across nodes or one deployment per node"),
+    ("served_name_without_colon",
+     r"served_model_name cannot contain a colon",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: ":" in str(o.get("served-model-name") or ""),
+     "--served-model-name must not contain ':' (SGLang 0.5.23 reserves it for the model:adapter LoRA syntax)"),
+    ("chunked_prefill_multiple_of_page",
+     r"chunked_prefill_size must be divisible by page_size",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: (_opt_int(o, "chunked-prefill-size", 0) or 0) > 0 and (_opt_int(o, "page-size", 0) or 0) > 0
+     and _opt_int(o, "chunked-prefill-size") % _opt_int(o, "page-size") != 0,
+     "--chunked-prefill-size must be a multiple of --page-size (SGLang 0.5.23 asserts it at start-up)"),
+    ("attention_dp_or_replicas",
+     r"data-parallel replicas combined with attention data parallelism are not supported",
+     "arg_groups/parallel_hook.py",
+     lambda o: _opt_int(o, "attn-dp-size", 1) > 1 and _opt_int(o, "dp-size", 1) > 1,
+     "--attn-dp-size > 1 with --dp-size > 1: SGLang 0.5.23 does not combine attention DP with DP replicas"),
+    ("hicache_fraction_in_range",
+     r"--hicache-host-memory-fraction must be in \(0, 1\]",
+     "arg_groups/hicache_hook.py handle_hicache_ratio_default",
+     lambda o: _opt_float(o, "hicache-host-memory-fraction") is not None
+     and not 0 < _opt_float(o, "hicache-host-memory-fraction") <= 1,
+     "--hicache-host-memory-fraction must be in (0, 1]"),
+    ("moe_dense_tp_size",
+     r"moe_dense_tp_size only supports None, 1, or tp_size currently",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: o.get("moe-dense-tp-size") is not None
+     and _opt_int(o, "moe-dense-tp-size") not in (1, _opt_int(o, "tp-size", 1)),
+     "--moe-dense-tp-size must be 1 or the --tp-size"),
+    ("no_torch_compile_without_padding",
+     r"--disable-cuda-graph-padding is incompatible with --enable-torch-compile",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: bool(o.get("disable-cuda-graph-padding")) and bool(o.get("enable-torch-compile")),
+     "--disable-cuda-graph-padding with --enable-torch-compile compiles once per batch size and stalls start-up for "
+     "minutes (SGLang 0.5.23 refuses it); drop one"),
+)
+
+
+def sglang_startup_rules(options: dict) -> list[str]:
+    """SGLang 0.5.23's post-parse start-up checks (``STARTUP_RULES``) over ``options``: messages, empty = fine."""
+    opts = _normalise(options)
+    return [message for _name, _text, _where, broken, message in STARTUP_RULES if broken(opts)]
+
+
 def sglang_argv_errors(options: dict, version: str = "0.5.23", model_family: str | None = None,
                        compute_capability: str | None = None) -> list[str]:
     """Every problem ``sglang_argv`` would raise for, as a list (for preflight's one failure)."""
     _argv, errors = _render(options, str(version))
-    return errors + sglang_option_rules(options, model_family, compute_capability)
+    return errors + sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
 
 
 def sglang_argv(options: dict, version: str = "0.5.23", model_family: str | None = None,
@@ -256,7 +340,7 @@ def sglang_argv(options: dict, version: str = "0.5.23", model_family: str | None
     and the rules of ``sglang_option_rules`` (Kimi parsers, SM120 backends, secrets in argv).
     """
     argv, errors = _render(options, str(version))
-    errors += sglang_option_rules(options, model_family, compute_capability)
+    errors += sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
     if errors:
         raise AnsibleFilterError("invalid SGLang options:\n- " + "\n- ".join(errors))
     return argv

@@ -72,6 +72,10 @@ WHEEL_TEXT = {
                      "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
     "hicache_no_memory": (r"Not enough host memory available\. Requesting ",
                           "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
+    "hicache_nothing_left": (r"No host memory is left for HiCache after the 10 GiB reserve",
+                             "mem_cache/hicache_auto_size.py auto_size_hicache"),
+    "hicache_cannot_size": (r"Cannot automatically size HiCache host memory",
+                            "mem_cache/host_memory.py available_host_memory_bytes"),
     "warmup_image": (r"image for Kimi VLM startup warmup",
                      "entrypoints/http_server.py _get_vlm_warmup_image_base64"),
     "warmup_failed": (r"Initialization failed\. warmup error: ", "entrypoints/http_server.py _execute_server_warmup"),
@@ -169,6 +173,8 @@ TOKENIZER_FRAME_RE = re.compile(r", in (?:%s)$" % "|".join(WHEEL_FUNCTIONS))
 ERROR_PHASES = (
     (_rx("warmup_failed"), "warmup"),
     (_rx("hicache_no_memory"), "hicache_alloc"),
+    (_rx("hicache_nothing_left"), "hicache_alloc"),
+    (_rx("hicache_cannot_size"), "hicache_alloc"),
     (_rx("capture_failed"), "cuda_graph_capture"),
 )
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import pathlib
+import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -175,3 +176,39 @@ def test_eagle3_problems_listed_together():
 def test_eagle3_chain_needs_steps_plus_one_draft_tokens():
     with pytest.raises(AnsibleFilterError, match=r"num_draft_tokens must be num_steps \+ 1 = 4, got 8"):
         f.sglang_eagle3_options({"enabled": True, "draft_model_path": "/d", "num_draft_tokens": 8}, KIMI)
+
+
+# SGLang 0.5.23's start-up rules after argparse (STARTUP_RULES): each broken alone, each named in the message.
+KIMI_BASE = {"model-path": "/srv/models/Kimi-K2.5/current", "tp-size": 8, "trust-remote-code": True,
+             "tool-call-parser": "kimi_k2", "reasoning-parser": "kimi_k2"}
+BROKEN = {
+    "hicache_needs_radix_cache": ({"enable-hierarchical-cache": True, "disable-radix-cache": True}, "mutually exclusive"),
+    "tp_divisible_by_nodes": ({"nnodes": 3}, "divisible by --nnodes"),
+    "no_multinode_data_parallel": ({"dp-size": 2, "nnodes": 2}, "no multi-node data-parallel"),
+    "served_name_without_colon": ({"served-model-name": "kimi:prod"}, "must not contain ':'"),
+    "chunked_prefill_multiple_of_page": ({"chunked-prefill-size": 1000, "page-size": 64}, "multiple of --page-size"),
+    "attention_dp_or_replicas": ({"attn-dp-size": 2, "dp-size": 2}, "attention DP with DP replicas"),
+    "hicache_fraction_in_range": ({"hicache-host-memory-fraction": 1.5}, "(0, 1]"),
+    "moe_dense_tp_size": ({"moe-dense-tp-size": 4}, "--moe-dense-tp-size must be 1 or the --tp-size"),
+    "no_torch_compile_without_padding": ({"disable-cuda-graph-padding": True, "enable-torch-compile": True},
+                                         "compiles once per batch size"),
+}
+
+
+def test_every_startup_rule_has_a_case():
+    assert sorted(BROKEN) == sorted(rule[0] for rule in f.STARTUP_RULES)
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_startup_rule_of_sglang_fails_before_the_unit_starts(name):
+    extra, words = BROKEN[name]
+    errors = f.sglang_argv_errors({**KIMI_BASE, **extra})
+    assert len(errors) == 1 and words in errors[0], errors
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        f.sglang_argv({**KIMI_BASE, **extra})
+
+
+def test_the_kimi_profile_breaks_no_startup_rule():
+    assert f.sglang_startup_rules({**KIMI_BASE, "enable-hierarchical-cache": True, "nnodes": 2,
+                                             "chunked-prefill-size": 8192, "page-size": 64,
+                                             "served-model-name": "Kimi-K2.5", "moe-dense-tp-size": 1}) == []

@@ -146,3 +146,25 @@ def test_a_deliberate_restart_is_not_a_crash_but_an_automatic_one_is():
     assert classify(deliberate, tp_size=8)["verdict"] == "loading"
     automatic = [obs(0, "a", 0, loading_log), obs(1, "b", 1, loading_log)]
     assert classify(automatic, tp_size=8)["verdict"] == "crashed"
+
+
+def test_hicache_auto_sizing_with_nothing_left_is_a_hicache_crash():
+    """hicache_auto_size.py raises before any "Allocating" line: the error, not the last phase line, names it."""
+    log = ("[2026-05-18 10:10:31 TP0] Capture target decode CUDA graph end. bs=[1], elapsed=27.12 s, mem usage=0.56 GB, "
+           "avail mem=9.15 GB.\n"
+           "[2026-05-18 10:10:32 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+           '  File "/x/sglang/srt/mem_cache/hicache_auto_size.py", line 111, in auto_size_hicache\n'
+           "    raise ValueError(\n"
+           "ValueError: No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or "
+           "--hicache-size explicitly.\n")
+    got = parse_log(log)
+    assert got["crash_phase"] == "hicache_alloc" and got["error"].startswith("ValueError: No host memory is left")
+
+
+def test_crash_advice_follows_the_error_then_the_phase():
+    from ansible.module_utils.sglang_log import crash_advice
+
+    assert "sm_120" in crash_advice("warmup", "AssertionError: CUDA error: no kernel image is available for execution")
+    assert "--hicache-size" in crash_advice("hicache_alloc", "ValueError: Not enough host memory available.")
+    assert "model_stage" in crash_advice("loading_weights", "OSError: [Errno 5] Input/output error")
+    assert "port is taken" in crash_advice("http_server", "OSError: [Errno 98] Address already in use")
