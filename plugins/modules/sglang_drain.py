@@ -6,10 +6,16 @@ module: sglang_drain
 short_description: Wait until an SGLang server's running and queued requests reach 0
 description:
   - Polls SGLang's Prometheus endpoint (C(GET /metrics), served only with C(--enable-metrics)) and sums
-    C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) over all scheduler ranks (SGLang 0.5.23
-    scheduler_metrics_mixin.py). Succeeds once the sum was 0 in I(settle_polls) consecutive polls.
-  - Use it after the worker left the router's rotation and before a restart, so that no request is cut off
-    (SGLang's own SIGTERM drain exists, but requests already routed still need an answer).
+    C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) over the series it serves. Succeeds once the sum was 0
+    in I(settle_polls) consecutive polls.
+  - What the gauges count (SGLang 0.5.23 managers/scheduler_components/metrics_reporter.py, observability/
+    metrics_collector.py) - one series, from the stats-logging rank (attn_tp_rank 0), of the scheduler's running batch
+    and waiting queue, written when a batch is logged and at once when the scheduler goes idle. A request still being
+    tokenised, or whose answer is still being streamed back, is not in them.
+  - So 0 means the scheduler has nothing left, not that every HTTP answer was sent. Use it after the worker left the
+    router's rotation and before a restart; the restart's SIGTERM then drains what remains (SGLang's
+    tokenizer_manager.py sigterm_watchdog waits for every request it holds, without a limit of its own), which the
+    unit's KillMode=mixed and TimeoutStopSec let finish.
   - Fails with the last counts when I(timeout) passes, or when the endpoint has no such metrics (then the
     server runs without C(--enable-metrics), and the message says so).
   - A server that does not answer at all (stopped, crashed) has nothing in flight, so the module succeeds at
