@@ -55,7 +55,23 @@ CRASH_LINE_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3})[^\]]*\]
 
 
 def load_plugin(name, plugins_dir):
-    path = os.path.join(plugins_dir, "module_utils", name + ".py")
+    """A module_utils file as a module. Its own ``from ansible.module_utils.X import`` lines resolve to the same
+    directory, also on a node without Ansible (a stand-in ``ansible.module_utils`` package, as AnsiballZ gives)."""
+    utils_dir = os.path.join(plugins_dir, "module_utils")
+    try:
+        import ansible.module_utils as module_utils
+        if utils_dir not in module_utils.__path__:
+            module_utils.__path__.append(utils_dir)
+    except ImportError:
+        import types
+        pkg = types.ModuleType("ansible")
+        pkg.__path__ = []
+        sub = types.ModuleType("ansible.module_utils")
+        sub.__path__ = [utils_dir]
+        pkg.module_utils = sub
+        sys.modules.setdefault("ansible", pkg)
+        sys.modules.setdefault("ansible.module_utils", sub)
+    path = os.path.join(utils_dir, name + ".py")
     spec = importlib.util.spec_from_file_location("bench_" + name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -161,16 +177,9 @@ def observe_subprocess(sim, obs_mod, log_mod, probe_timeout):
     return obs
 
 
-def observe_systemd(unit, url, obs_mod, log_mod, probe_timeout):
-    out = subprocess.run(["systemctl", "show", unit, "-p", ",".join(obs_mod.SHOW_PROPERTIES)],
-                         capture_output=True, text=True).stdout
-    obs = obs_mod.parse_show(out)
-    obs["schedulers"] = obs_mod.count_schedulers(obs["main_pid"])
-    obs["activity"] = obs_mod.tree_activity(obs["main_pid"])
-    cmd = obs_mod.journal_command("journalctl", unit, obs["invocation_id"], obs["start_timestamp"])
-    obs["log"] = log_mod.parse_log(subprocess.run(cmd, capture_output=True, text=True, errors="replace").stdout)
-    obs["http_code"], _, _ = obs_mod.probe_health(url, probe_timeout)
-    return obs
+def observe_systemd(observer, log_mod, previous):
+    """What the sglang_health module observes: the same UnitObserver."""
+    return observer.observe(previous, parse=log_mod.parse_log)
 
 
 def crash_time(log_text):
@@ -202,12 +211,14 @@ def one_run(n, opts, obs_mod, log_mod, workdir, pythonpath):
                        + [opts.python, "-m", "sglang.launch_server"] + args
                        + ["--host", "127.0.0.1", "--port", str(port)], check=True, capture_output=True)
     history, verdict, t0 = [], None, time.monotonic()
+    observer = None if sim is not None else obs_mod.UnitObserver(unit + ".service", url, opts.probe_timeout,
+                                                                  nvidia_smi=shutil.which("nvidia-smi"))
     try:
         while time.monotonic() - t0 < opts.run_timeout:
             if sim is not None:
                 obs = observe_subprocess(sim, obs_mod, log_mod, opts.probe_timeout)
             else:
-                obs = observe_systemd(unit, url, obs_mod, log_mod, opts.probe_timeout)
+                obs = observe_systemd(observer, log_mod, history[-1] if history else None)
             obs["t"] = time.monotonic() - t0
             history.append(obs)
             verdict = log_mod.classify(history, opts.tp_size, stall_timeout=60, timeout=opts.run_timeout)

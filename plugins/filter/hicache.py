@@ -48,10 +48,12 @@ def hicache_budget(capacity, options, gpu_facts=None, fallback_weights_gb=0, mem
     if not weights:
         weights = float(fallback_weights_gb or 0) * 1000 ** 3
     cgroup = capacity.get("cgroup") or {}
+    own = capacity.get("own_unit") or {}
     result = _budget(options, capacity["memory"]["available_bytes"], gpu_memory_bytes=_gpu_memory_bytes(gpu_facts),
                      weights_bytes=weights, mem_fraction_static=mem_fraction_static,
                      cgroup_limit_bytes=cgroup.get("limit_bytes"), cgroup_usage_bytes=cgroup.get("usage_bytes"),
-                     allow_low_ratio=bool(allow_low_ratio))
+                     allow_low_ratio=bool(allow_low_ratio), reclaimable_bytes=own.get("memory_bytes") or 0,
+                     reclaimable_text=own.get("name") or "the unit being replaced")
     result["weights_source"] = weights_source
     return result
 

@@ -40,7 +40,8 @@ options:
     description: CUDA major.minor to minimum driver; defaults to NVIDIA's release-notes table for 12.8, 12.9, 13.0.
     type: dict
   own_pids:
-    description: PIDs allowed to hold GPUs.
+    description: PIDs allowed to hold GPUs, besides the processes of the unit being replaced (a gpu_facts result's
+      C(own_unit.pids), counted by cgroup membership).
     type: list
     elements: int
     default: []
@@ -94,6 +95,7 @@ def preflight_gpu_errors(data, compute_apps=None, expected_count=8, expected_com
         gpus = data.get("gpus") or []
         if compute_apps is None:
             compute_apps = data.get("compute_apps") or []
+        own_pids = list(own_pids or []) + list((data.get("own_unit") or {}).get("pids") or [])
     elif isinstance(data, (list, tuple)):
         gpus = list(data)
     else:

@@ -64,22 +64,30 @@ def device_kv_bytes_per_rank(gpu_memory_bytes, mem_fraction_static, weights_byte
     return max(float(gpu_memory_bytes) * float(mem_fraction_static) - share, 0.0)
 
 
-def available_bytes(mem_available_bytes, cgroup_limit_bytes=None, cgroup_usage_bytes=None):
-    """(bytes SGLang may plan with before the reserve, text saying where the figure comes from)."""
-    avail = int(mem_available_bytes)
-    source = "MemAvailable %.1f GB" % gb(avail)
+def available_bytes(mem_available_bytes, cgroup_limit_bytes=None, cgroup_usage_bytes=None, reclaimable_bytes=0,
+                    reclaimable_text="the unit being replaced"):
+    """(bytes SGLang may plan with before the reserve, text saying where the figure comes from).
+
+    ``reclaimable_bytes`` is memory held by the service this deploy replaces (its HiCache pool): it is in use now
+    and free when that unit restarts, so it counts as available for its replacement."""
+    own = int(reclaimable_bytes or 0)
+    avail = int(mem_available_bytes) + own
+    source = "MemAvailable %.1f GB" % gb(mem_available_bytes)
     if cgroup_limit_bytes:
-        room = int(cgroup_limit_bytes) - int(cgroup_usage_bytes or 0)
+        room = int(cgroup_limit_bytes) - int(cgroup_usage_bytes or 0) + own
         if room < avail:
             avail = max(room, 0)
             source = "cgroup memory limit %.1f GB - usage %.1f GB = %.1f GB, below MemAvailable %.1f GB" % (
-                gb(cgroup_limit_bytes), gb(cgroup_usage_bytes or 0), gb(avail), gb(mem_available_bytes))
+                gb(cgroup_limit_bytes), gb(cgroup_usage_bytes or 0), gb(avail - own), gb(mem_available_bytes))
+    if own:
+        source += " + %.1f GB held by %s (freed when it restarts)" % (gb(own), reclaimable_text)
     return avail, source
 
 
 def hicache_budget(options, mem_available_bytes, gpu_memory_bytes=None, weights_bytes=None,
                    mem_fraction_static=0.85, cgroup_limit_bytes=None, cgroup_usage_bytes=None,
-                   allow_low_ratio=False, reserve_bytes=RESERVE_BYTES):
+                   allow_low_ratio=False, reserve_bytes=RESERVE_BYTES, reclaimable_bytes=0,
+                   reclaimable_text="the unit being replaced"):
     """Check SGLang options against the host's memory; every problem at once.
 
     :param options: SGLang options (dashed or underscored names): enable-hierarchical-cache, hicache-size,
@@ -88,6 +96,7 @@ def hicache_budget(options, mem_available_bytes, gpu_memory_bytes=None, weights_
     :param mem_available_bytes: MemAvailable of the host.
     :param gpu_memory_bytes: memory of one GPU (smallest); None when unknown (no ratio estimate then).
     :param weights_bytes: model weights (index ``metadata.total_size``); None counts as 0.
+    :param reclaimable_bytes: memory the replaced unit holds and frees on restart (``available_bytes``).
     :returns: dict ``errors`` (list of str), ``enabled``, ``mode`` (size/ratio/auto), ``ranks``,
         ``per_rank_bytes`` (planned host pool per rank, None when unknown), ``needed_bytes``,
         ``available_bytes`` (after the reserve), ``device_kv_bytes_per_rank`` (estimate or None),
@@ -112,7 +121,8 @@ def hicache_budget(options, mem_available_bytes, gpu_memory_bytes=None, weights_
     mode_mem = _opt(options, "hicache-host-memory-mode", "cache")
     host_fraction = float(_opt(options, "hicache-host-memory-fraction", DEFAULT_HOST_MEMORY_FRACTION))
 
-    raw_avail, source = available_bytes(mem_available_bytes, cgroup_limit_bytes, cgroup_usage_bytes)
+    raw_avail, source = available_bytes(mem_available_bytes, cgroup_limit_bytes, cgroup_usage_bytes,
+                                        reclaimable_bytes, reclaimable_text)
     avail = raw_avail - int(reserve_bytes)
     result["available_bytes"] = avail
     avail_text = "%.1f GB available (%s - %d GiB reserve)" % (gb(avail), source, int(reserve_bytes) // GIB)

@@ -146,7 +146,7 @@ def check_gpus(gpus, compute_apps, expected_count, expected_compute_capability, 
         gpu = by_uuid.get(app.get("gpu_uuid"))
         where = ("GPU %d (%s)" % (gpu["index"], app.get("gpu_uuid"))) if gpu else ("GPU %s" % app.get("gpu_uuid"))
         mem = app.get("used_memory_mib")
-        errors.append("%s is in use by PID %d (%s, %s MiB); stop that process (orphaned scheduler? see R21) before "
-                      "deploying, or list it in own_pids if it is the service being replaced"
+        errors.append("%s is in use by PID %d (%s, %s MiB), which is not a process of the unit being replaced; stop "
+                      "it (an orphaned scheduler? R21) before deploying, or list it in preflight_allowed_gpu_pids"
                       % (where, app["pid"], app.get("process_name") or "unknown", "?" if mem is None else mem))
     return errors

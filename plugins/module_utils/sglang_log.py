@@ -573,7 +573,8 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     Each observation is a dict: ``t`` (float s since the wait began), ``active_state``,
     ``sub_state``, ``result`` (systemd Result), ``main_pid`` (int), ``n_restarts`` (int),
     ``exec_main_status``, ``exec_main_code``, ``invocation_id``, ``schedulers`` (int scheduler
-    processes under MainPID), ``activity`` (int|None, ``sglang_observe.tree_activity``), ``log``
+    processes under MainPID), ``activity`` (int|None, ``sglang_observe.tree_activity``), ``gpu`` (dict
+    ``memory_mib``, ``busy_pct`` of the unit's processes, ``sglang_observe.gpu_observation``; None unknown), ``log``
     (``parse_log`` dict of the current invocation's journal), optionally ``previous_log`` (the
     ended invocation's journal), ``http_code`` (int|None; None = no answer). ``log_level`` is the
     server's ``--log-level``: at warning and above no phase line is ever logged, so the verdict rests on
@@ -593,7 +594,8 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     4. a traceback, dead-rank, SIGQUIT or fatal line in the log -> crashed (the parent may still run);
     5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, field case R1);
     6. ``/health`` 200 with tp_size schedulers -> ready;
-    7. neither the log nor the tree's I/O activity advanced for ``stall_timeout`` s -> stalled;
+    7. neither the log, nor the tree's I/O and page faults, nor the GPU memory of the unit's processes changed for
+       ``stall_timeout`` s -> stalled (with a hint at ACS/IOMMU when the GPUs are busy all the same);
     8. ``timeout`` s elapsed -> timeout;
     9. otherwise the phase decides: starting, loading (only with all tp_size schedulers alive),
        capturing (KV pool, CUDA graphs), allocating (HiCache host pool), warming (the port answers, or the
@@ -664,12 +666,23 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     now = float(last.get("t", 0.0))
     log_quiet = now - _last_advance(history, lambda o: (o.get("log") or {}).get("size", 0))
     activity_quiet = now - _last_advance(history, lambda o: o.get("activity"))
-    quiet = min(log_quiet, activity_quiet) if last.get("activity") is not None else log_quiet
+    gpu_quiet = now - _last_advance(history, lambda o: (o.get("gpu") or {}).get("memory_mib"))
+    # evidence of life is change: log output, the tree's I/O and page faults, the GPU memory its processes hold
+    # (GPU utilization is not: a hung NCCL collective keeps the GPUs at 100 %)
+    quiet = min([log_quiet] + ([activity_quiet] if last.get("activity") is not None else [])
+                + ([gpu_quiet] if last.get("gpu") is not None else []))
     if quiet >= stall_timeout:
-        return _verdict("stalled", last, log,
-                        reason="no new log output for %.0f s and no I/O by the process tree for %.0f s (stall_timeout "
-                        "%.0f s) in phase %s while the unit is alive with %d/%d schedulers"
-                        % (log_quiet, activity_quiet, stall_timeout, phase, schedulers, tp_size))
+        busy = (last.get("gpu") or {}).get("busy_pct") or 0
+        gpu_text = (", GPU memory flat for %.0f s" % gpu_quiet) if last.get("gpu") is not None else ""
+        reason = ("no new log output for %.0f s, no I/O by the process tree for %.0f s%s (stall_timeout %.0f s) in "
+                  "phase %s while the unit is alive with %d/%d schedulers"
+                  % (log_quiet, activity_quiet, gpu_text, stall_timeout, phase, schedulers, tp_size))
+        if busy >= 90:
+            reason += ("; the GPUs are busy (%d %%) while nothing moves: an NCCL collective that never completes. On "
+                       "PCIe hosts without NVLink, ACS redirect on the GPUs' upstream bridges or IOMMU translation "
+                       "causes it: check `lspci -vvv` (ACSCtl: SrcValid- ReqRedir- CmpltRedir-) and boot with "
+                       "iommu=pt (or amd_iommu=off / intel_iommu=off)" % busy)
+        return _verdict("stalled", last, log, reason=reason)
     if elapsed >= timeout:
         return _verdict("timeout", last, log, reason="not ready after %.0f s (timeout %.0f s); last phase %s"
                         % (elapsed, timeout, phase))

@@ -4,15 +4,25 @@
 """Observe an SGLang server from outside (stdlib only, no Ansible import).
 
 Used by the ``sglang_health`` module and by ``benchmarks/crash_to_verdict.py``; turns
-``systemctl show`` output, ``/proc`` and ``GET /health`` into the observation dict that
-``sglang_log.classify`` reads.
+``systemctl show`` output, ``/proc``, the journal, ``nvidia-smi`` and ``GET /health`` into the observation dict
+that ``sglang_log.classify`` reads (``UnitObserver``).
+
+Every call that can hang on a real host is time-boxed (``run_bounded``, ``bounded``): ``nvidia-smi`` on a GPU
+that fell off the bus, ``/proc/<pid>`` of a process in uninterruptible sleep, ``journalctl`` on a huge journal. The
+journal is read incrementally by cursor (``JournalReader``), and once the ready line has been read the start-up
+text is complete: a week of serving logs is never read again on each poll.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import subprocess
+import threading
 import time
+
+from ansible.module_utils.sglang_log import READY_LINE
+from ansible.module_utils.unit_cgroup import cgroup_pids
 
 try:  # Python 3
     from urllib.error import HTTPError, URLError
@@ -23,7 +33,7 @@ except ImportError:  # pragma: no cover - Python 2
 __metaclass__ = type
 
 SHOW_PROPERTIES = ("ActiveState", "SubState", "Result", "MainPID", "NRestarts", "ExecMainStatus", "ExecMainCode",
-                   "InvocationID", "ExecMainStartTimestamp")
+                   "InvocationID", "ExecMainStartTimestamp", "ControlGroup")
 # setproctitle titles: sglang::scheduler_TP<n> (also _DP<d>_TP<n>, _PP..); 0.5.23 drops the suffix at tp 1
 SCHEDULER_TITLE = "sglang::scheduler"
 
@@ -47,6 +57,7 @@ def parse_show(text):
         "main_pid": num("MainPID") or 0, "n_restarts": num("NRestarts") or 0,
         "exec_main_status": num("ExecMainStatus"), "exec_main_code": num("ExecMainCode"),
         "invocation_id": raw.get("InvocationID") or None, "start_timestamp": raw.get("ExecMainStartTimestamp") or None,
+        "control_group": raw.get("ControlGroup") or None,
     }
 
 
@@ -207,3 +218,253 @@ def exit_fields(returncode):
     return {"active_state": "failed" if returncode else "inactive", "sub_state": "failed" if returncode else "dead",
             "result": "exit-code" if returncode else "success", "main_pid": 0,
             "exec_main_code": 1, "exec_main_status": returncode}
+
+
+# ---------------------------------------------------------------- time-boxed calls
+
+
+def run_bounded(argv, timeout, env=None):
+    """Run ``argv``; returns ``(rc, stdout, stderr)``, or ``(None, partial stdout, "timed out after N s")`` when it
+    did not finish within ``timeout`` seconds (the process is killed)."""
+    try:  # its own process group, so a timeout kills whatever it started too (they would hold the pipe open)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=os.setsid)
+    except OSError as exc:
+        return 127, "", str(exc)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            proc.kill()
+        out, _ = proc.communicate()
+        return None, out.decode("utf-8", "replace"), "timed out after %g s" % timeout
+
+
+def bounded(fn, timeout, default=None):
+    """``fn()`` in a daemon thread; ``default`` when it does not return within ``timeout`` seconds (the thread is
+    abandoned: a /proc read blocked on a process in D state cannot be interrupted)."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except Exception as exc:  # noqa: BLE001 - reported as the default
+            box["error"] = exc
+
+    worker = threading.Thread(target=target)
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive() or "value" not in box:
+        return default
+    return box["value"]
+
+
+# ---------------------------------------------------------------- GPUs
+
+
+def gpu_observation(nvidia_smi, pids, timeout):
+    """GPU memory and utilization of the GPUs ``pids`` hold: dict ``memory_mib`` (sum of their used memory),
+    ``busy_pct`` (highest utilization.gpu of those GPUs), ``processes`` (how many of ``pids`` hold a GPU); None when
+    nvidia-smi is absent, fails or times out.
+
+    GPU memory that moves is evidence of life in a phase that logs nothing for minutes (CUDA graph capture);
+    utilization alone is not: a hung NCCL all-reduce keeps the GPUs at 100 % with nothing moving."""
+    if not nvidia_smi:
+        return None
+    rc, apps_text, _ = run_bounded([nvidia_smi, "--query-compute-apps=pid,gpu_uuid,used_memory",
+                                    "--format=csv,noheader,nounits"], timeout)
+    if rc != 0:
+        return None
+    rc, gpus_text, _ = run_bounded([nvidia_smi, "--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"],
+                                   timeout)
+    if rc != 0:
+        return None
+    wanted = set(int(p) for p in pids or [])
+    used, uuids, count = 0, set(), 0
+    for line in apps_text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) not in wanted:
+            continue
+        count += 1
+        uuids.add(parts[1])
+        if parts[2].isdigit():
+            used += int(parts[2])
+    busy = 0
+    for line in gpus_text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0] in uuids and parts[1].isdigit():
+            busy = max(busy, int(parts[1]))
+    return {"memory_mib": used, "busy_pct": busy, "processes": count}
+
+
+# ---------------------------------------------------------------- journal
+
+
+def _message(entry):
+    """MESSAGE of a ``journalctl -o json`` entry: a string, or an array of bytes when it holds control characters
+    (tqdm's ``\r`` redraws)."""
+    value = entry.get("MESSAGE")
+    if isinstance(value, list):
+        try:
+            return bytes(value).decode("utf-8", "replace")
+        except (TypeError, ValueError):
+            return ""
+    return value if isinstance(value, str) else ""
+
+
+class JournalReader(object):
+    """One unit invocation's journal, read incrementally (``journalctl -o json`` and its ``__CURSOR``).
+
+    ``text()`` returns the start-up text (every line up to and with the ready line) plus a bounded tail of what
+    came after. The first read of an invocation streams from its start and stops at the ready line; after that only
+    new entries are read (``--after-cursor``), and the ones that arrived between the ready line and the first read
+    are skipped (a server that has served for a week logs hundreds of MB there). ``size`` counts every character
+    read: it grows while the log advances."""
+
+    def __init__(self, journalctl, unit, timeout=10.0, tail_chars=256 * 1024):
+        self.journalctl, self.unit, self.timeout, self.tail_chars = journalctl, unit, timeout, tail_chars
+        self.invocation = None
+        self._reset(None)
+
+    def _reset(self, invocation):
+        self.invocation = invocation
+        self.cursor = None
+        self.startup = []
+        self.ready = False
+        self.skipped = False  # the first read jumped from the ready line to the newest entry
+        self.tail = ""
+        self.size = 0
+
+    def _argv(self, invocation, since=None, extra=()):
+        argv = [self.journalctl, "-u", self.unit, "-o", "json", "--no-pager"]
+        if invocation:
+            argv.append("_SYSTEMD_INVOCATION_ID=%s" % invocation)
+        elif since:
+            argv += ["--since", " ".join(p for p in since.split() if p[:1].isdigit())]
+        return argv + list(extra)
+
+    def _stream(self, argv, stop_at_ready):
+        """Read entries until EOF, ``timeout`` seconds, or (``stop_at_ready``) the ready line. Returns (messages, last
+        cursor, stopped at ready); journalctl is killed at the timeout, whatever it is doing."""
+        found = {"messages": [], "cursor": None, "ready": False}
+        try:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            return [], None, False
+
+        def consume():
+            for raw in iter(proc.stdout.readline, b""):
+                try:
+                    entry = json.loads(raw.decode("utf-8", "replace"))
+                except ValueError:
+                    continue
+                found["cursor"] = entry.get("__CURSOR") or found["cursor"]
+                message = _message(entry)
+                found["messages"].append(message)
+                if stop_at_ready and READY_LINE in message:
+                    found["ready"] = True
+                    return
+
+        worker = threading.Thread(target=consume)
+        worker.daemon = True
+        worker.start()
+        worker.join(self.timeout)
+        proc.kill()
+        worker.join(1.0)
+        proc.wait()
+        return list(found["messages"]), found["cursor"], found["ready"]
+
+    def text(self, invocation, since=None):
+        if invocation != self.invocation:
+            self._reset(invocation)
+        if self.cursor is None:
+            messages, cursor, at_ready = self._stream(self._argv(invocation, since), stop_at_ready=True)
+            self.startup.extend(messages)
+            self.size += sum(len(m) + 1 for m in messages)
+            self.cursor = cursor
+            self.ready = at_ready
+            if at_ready:  # skip what was logged between the ready line and now: continue from the newest entry
+                _, newest, _ = self._stream(self._argv(invocation, since, ["-n", "1"]), stop_at_ready=False)
+                self.skipped = bool(newest) and newest != cursor
+                self.cursor = newest or cursor
+        else:
+            messages, cursor, _ = self._stream(self._argv(invocation, since, ["--after-cursor", self.cursor]),
+                                               stop_at_ready=False)
+            self.cursor = cursor or self.cursor
+            self.size += sum(len(m) + 1 for m in messages)
+            if self.ready:
+                self.tail = (self.tail + "".join(m + "\n" for m in messages))[-self.tail_chars:]
+            else:
+                for message in messages:
+                    if self.ready:
+                        self.tail += message + "\n"
+                    else:
+                        self.startup.append(message)
+                        self.ready = READY_LINE in message
+                self.tail = self.tail[-self.tail_chars:]
+        return self.current()
+
+    def current(self):
+        """What was read so far: the start-up text and the bounded tail (no new read)."""
+        return "".join(m + "\n" for m in self.startup) + self.tail
+
+    def skipped_tail(self, count=400):
+        """After a skip, the last ``count`` lines that were skipped (an ended run's final words), read once."""
+        if not self.skipped:
+            return ""
+        self.skipped = False
+        messages, _, _ = self._stream(self._argv(self.invocation, None, ["-n", str(count)]), stop_at_ready=False)
+        self.tail = ("".join(m + "\n" for m in messages) + self.tail)[-self.tail_chars:]
+        return self.tail
+
+
+# ---------------------------------------------------------------- one observation of a unit
+
+
+class UnitObserver(object):
+    """Observations of one systemd unit for ``sglang_log.classify``: systemd's view, the schedulers under MainPID
+    and their I/O, the GPU memory of the unit's cgroup members, the journal and ``GET /health``; every external call
+    time-boxed by ``call_timeout``."""
+
+    def __init__(self, unit, url, probe_timeout, systemctl="systemctl", journalctl="journalctl", nvidia_smi=None,
+                 call_timeout=10.0, proc_root="/proc", cgroup_root="/sys/fs/cgroup"):
+        self.unit, self.url, self.probe_timeout = unit, url, probe_timeout
+        self.systemctl, self.nvidia_smi, self.call_timeout = systemctl, nvidia_smi, call_timeout
+        self.proc_root, self.cgroup_root = proc_root, cgroup_root
+        self.journal = JournalReader(journalctl, unit, call_timeout)
+
+    def show(self):
+        rc, out, err = run_bounded([self.systemctl, "show", self.unit, "-p", ",".join(SHOW_PROPERTIES)],
+                                   self.call_timeout)
+        if rc != 0:
+            raise RuntimeError("systemctl show %s failed (%s): %s" % (
+                self.unit, "timed out" if rc is None else "exit %d" % rc, (err or out).strip()))
+        return parse_show(out)
+
+    def observe(self, previous=None, parse=None):
+        """One observation (dict, see ``sglang_log.classify``); ``parse`` is ``sglang_log.parse_log``."""
+        obs = self.show()
+        main_pid = obs["main_pid"]
+        proc = bounded(lambda: (count_schedulers(main_pid, self.proc_root), tree_activity(main_pid, self.proc_root)),
+                       self.call_timeout, (None, None))
+        obs["schedulers"], obs["activity"] = proc
+        pids = bounded(lambda: cgroup_pids(obs["control_group"], self.cgroup_root), self.call_timeout, [])
+        obs["gpu"] = gpu_observation(self.nvidia_smi, pids, self.call_timeout)
+        invocation = obs["invocation_id"]
+        ended = None
+        if previous and previous.get("invocation_id") and previous["invocation_id"] != invocation:
+            ended, self.journal = self.journal, JournalReader(self.journal.journalctl, self.unit, self.call_timeout)
+        self.journal.text(invocation, obs["start_timestamp"])
+        if obs["result"] not in (None, "success") or obs["active_state"] in ("failed", "inactive"):
+            self.journal.skipped_tail()  # it ended after a skip: its last words are in what was skipped
+        obs["log"] = parse(self.journal.current())
+        obs["log"]["size"] = self.journal.size
+        if ended is not None:  # the ended invocation, read once more: its last lines may have come late
+            ended.text(previous["invocation_id"])
+            ended.skipped_tail()
+            obs["previous_log"] = parse(ended.current())
+        obs["http_code"], obs["http_latency_s"], obs["http_error"] = probe_health(self.url, self.probe_timeout)
+        return obs

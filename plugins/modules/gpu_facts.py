@@ -23,6 +23,13 @@ options:
       - Path of the nvidia-smi binary. When unset, C(PATH) is searched, then C(/usr/bin), C(/usr/local/bin),
         C(/usr/local/nvidia/bin), C(/usr/lib/wsl/lib).
     type: path
+  own_unit:
+    description:
+      - A systemd unit whose processes may hold the GPUs because they are being replaced (the deployed SGLang unit
+        on a re-run or a rolling redeploy). Its processes are found by membership in its cgroup
+        (C(systemctl show -p ControlGroup)), not by the MainPID tree, and returned in RV(own_unit); a unit that does
+        not exist yet has none.
+    type: str
   fail_on_error:
     description:
       - When true, a missing nvidia-smi, C(No devices were found), NVML errors or unparsable output fail the task.
@@ -89,6 +96,12 @@ gpu_count:
   returned: always
   type: int
   sample: 8
+own_unit:
+  description: The O(own_unit) and its processes (cgroup members), and which of them hold a GPU.
+  returned: always
+  type: dict
+  sample: {name: sglang-kimi.service, control_group: /system.slice/sglang-kimi.service, pids: [4242, 4250, 4251],
+           gpu_pids: [4250, 4251]}
 error:
   description: Why the inventory could not be read; only set when O(fail_on_error=false) and something went wrong.
   returned: when fail_on_error is false and reading failed
@@ -99,6 +112,7 @@ error:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.unit_cgroup import cgroup_pids, parse_show
 from ansible.module_utils.nvidia_smi import (
     NvidiaSmiError,
     apps_query_args,
@@ -149,10 +163,29 @@ def collect(module):
     return dict(gpus=gpus, compute_apps=apps, driver_version=driver_version_of(gpus), gpu_count=len(gpus))
 
 
+def own_unit_processes(module, unit, compute_apps, cgroup_root="/sys/fs/cgroup"):
+    """dict name, control_group, pids (cgroup members), gpu_pids (those holding a GPU); empty for no unit."""
+    out = {"name": unit, "control_group": None, "pids": [], "gpu_pids": []}
+    if not unit:
+        return out
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return out
+    rc, text, _err = module.run_command([systemctl, "show", unit, "-p", "ControlGroup,MainPID"])
+    if rc != 0:
+        return out
+    out["control_group"] = parse_show(text)["control_group"]
+    out["pids"] = cgroup_pids(out["control_group"], cgroup_root)
+    members = set(out["pids"])
+    out["gpu_pids"] = sorted({int(a["pid"]) for a in compute_apps if int(a["pid"]) in members})
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             nvidia_smi_path=dict(type="path"),
+            own_unit=dict(type="str"),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
@@ -162,9 +195,11 @@ def main():
     except NvidiaSmiError as exc:
         if module.params["fail_on_error"]:
             module.fail_json(msg=str(exc), error_kind=exc.kind, gpus=[], compute_apps=[], driver_version=None,
-                             gpu_count=0)
+                             gpu_count=0, own_unit=own_unit_processes(module, module.params["own_unit"], []))
         module.exit_json(changed=False, gpus=[], compute_apps=[], driver_version=None, gpu_count=0,
-                         error=str(exc), error_kind=exc.kind)
+                         error=str(exc), error_kind=exc.kind,
+                         own_unit=own_unit_processes(module, module.params["own_unit"], []))
+    result["own_unit"] = own_unit_processes(module, module.params["own_unit"], result["compute_apps"])
     module.exit_json(changed=False, **result)
 
 

@@ -17,6 +17,11 @@ description:
     C(memory.limit_in_bytes)/C(memory.usage_in_bytes)), the size and free space of C(/dev/shm), free space of
     the given paths (the nearest existing parent when a path does not exist yet), the CPU count and the CPUs this
     process may run on, and C(metadata.total_size) of the first readable C(model.safetensors.index.json).
+  - The cgroup's usage is counted as SGLang 0.5.23 counts it (C(mem_cache/host_memory.py)) - without its file pages
+    (v2 C(active_file) + C(inactive_file), v1 C(total_active_file) + C(total_inactive_file) of C(memory.stat)); page
+    cache is reclaimable, and staging 547 GB of weights fills a container's page cache.
+  - With O(own_unit), the anonymous memory its processes hold (cgroup members; C(RssAnon) + C(RssShmem)) is
+    returned in RV(own_unit) - the running service's HiCache pool, freed when that unit restarts.
   - Never changes anything on the host.
 options:
   paths:
@@ -33,6 +38,10 @@ options:
     type: list
     elements: path
     default: []
+  own_unit:
+    description: A systemd unit being replaced by this deploy; the memory its processes hold is reported in
+      RV(own_unit) (its cgroup's members, as systemd's C(ControlGroup=) names them).
+    type: str
 attributes:
   check_mode:
     support: full
@@ -59,10 +68,17 @@ memory:
   type: dict
   sample: {"total_bytes": 1081627885568, "available_bytes": 1040187392000}
 cgroup:
-  description: This process's cgroup memory limit (null when unlimited or unknown) and usage.
+  description: This process's cgroup memory limit (null when unlimited or unknown), usage without page cache, and
+    the page cache left out of it.
   returned: always
   type: dict
-  sample: {"version": 2, "path": "/user.slice", "limit_bytes": null, "usage_bytes": 2147483648}
+  sample: {"version": 2, "path": "/user.slice", "limit_bytes": null, "usage_bytes": 2147483648, "file_bytes": 0}
+own_unit:
+  description: The O(own_unit), its cgroup, its processes and the anonymous memory they hold (bytes).
+  returned: always
+  type: dict
+  sample: {"name": "sglang-kimi.service", "control_group": "/system.slice/sglang-kimi.service",
+           "pids": [4242, 4250], "memory_bytes": 161061273600}
 shm:
   description: Size and free space of the shared-memory mount (size null when it is not a mount we can stat).
   returned: always
@@ -90,6 +106,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
 
 # cgroup v1 reports "unlimited" as a page-aligned LONG_MAX.
 _V1_UNLIMITED = 1 << 60
@@ -145,19 +162,35 @@ def _exists(path):
     return os.path.exists(path)
 
 
+def _file_pages(directory, keys):
+    """Sum of ``keys`` in ``<directory>/memory.stat`` (bytes); 0 when unreadable."""
+    total = 0
+    try:
+        with open(os.path.join(directory, "memory.stat")) as fh:
+            for line in fh:
+                name, _, value = line.partition(" ")
+                if name in keys:
+                    total += int(value)
+    except (IOError, OSError, ValueError):
+        return 0
+    return total
+
+
 def cgroup_memory(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
-    """dict version, path, limit_bytes (smallest limit on the way up, None = unlimited/unknown), usage_bytes."""
+    """dict version, path, limit_bytes (smallest limit on the way up, None = unlimited/unknown), usage_bytes
+    (without file pages, as SGLang counts it), file_bytes (the page cache left out)."""
     try:
         with open(proc_cgroup) as fh:
             version, path = parse_proc_cgroup(fh.read())
     except (IOError, OSError):
         version, path = None, None
-    info = {"version": version, "path": path, "limit_bytes": None, "usage_bytes": None}
+    info = {"version": version, "path": path, "limit_bytes": None, "usage_bytes": None, "file_bytes": None}
     if version == 2:
         rel = path.strip("/")
         # Inside a cgroup namespace the listed path may not exist under root: then root is our cgroup.
         base = os.path.join(root, rel) if rel and _exists(os.path.join(root, rel)) else root
         info["usage_bytes"] = _read_int(os.path.join(base, "memory.current"))
+        info["file_bytes"] = _file_pages(base, ("active_file", "inactive_file"))
         limits = []
         here = base
         while True:
@@ -176,6 +209,9 @@ def cgroup_memory(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
         limit = _read_int(os.path.join(base, "memory.limit_in_bytes"))
         info["limit_bytes"] = limit if limit is not None and limit < _V1_UNLIMITED else None
         info["usage_bytes"] = _read_int(os.path.join(base, "memory.usage_in_bytes"))
+        info["file_bytes"] = _file_pages(base, ("total_active_file", "total_inactive_file"))
+    if info["usage_bytes"] is not None and info["file_bytes"]:
+        info["usage_bytes"] = max(info["usage_bytes"] - info["file_bytes"], 0)
     return info
 
 
@@ -226,12 +262,28 @@ def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup
     }
 
 
+def own_unit_memory(module, unit, proc="/proc", cgroup_root="/sys/fs/cgroup"):
+    """dict name, control_group, pids, memory_bytes of a unit (empty for no unit or one systemd does not know)."""
+    out = {"name": unit, "control_group": None, "pids": [], "memory_bytes": 0}
+    systemctl = module.get_bin_path("systemctl") if unit else None
+    if not systemctl:
+        return out
+    rc, text, _err = module.run_command([systemctl, "show", unit, "-p", "ControlGroup,MainPID"])
+    if rc != 0:
+        return out
+    out["control_group"] = parse_show(text)["control_group"]
+    out["pids"] = cgroup_pids(out["control_group"], cgroup_root)
+    out["memory_bytes"] = anon_memory_bytes(out["pids"], proc)
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             paths=dict(type="list", elements="path", default=[]),
             shm_path=dict(type="path", default="/dev/shm"),
             model_indexes=dict(type="list", elements="path", default=[]),
+            own_unit=dict(type="str"),
         ),
         supports_check_mode=True,
     )
@@ -239,6 +291,7 @@ def main():
         facts = gather(module.params["paths"], module.params["shm_path"], module.params["model_indexes"])
     except (IOError, OSError) as exc:
         module.fail_json(msg="cannot read host capacity: %s" % exc)
+    facts["own_unit"] = own_unit_memory(module, module.params["own_unit"])
     module.exit_json(changed=False, **facts)
 
 

@@ -13,9 +13,11 @@ module: sglang_health
 short_description: Wait for an SGLang systemd service to become ready, or say exactly why it did not
 description:
   - Every O(interval) seconds reads C(systemctl show) (ActiveState, SubState, Result, MainPID, NRestarts,
-    ExecMainStatus, ExecMainCode, InvocationID), counts scheduler processes under MainPID in C(/proc)
+    ExecMainStatus, ExecMainCode, InvocationID, ControlGroup), counts scheduler processes under MainPID in C(/proc)
     (C(sglang::scheduler_TP<n>); plain C(sglang::scheduler) at tp 1), sums the tree's I/O and page faults, reads the
-    journal of the current invocation and probes C(GET /health).
+    GPU memory and utilization of the unit's cgroup members (C(nvidia-smi), when present), reads the journal of the
+    current invocation incrementally (by cursor; after the ready line only new entries) and probes C(GET /health).
+    Each call is time-boxed by O(call_timeout).
   - Reports one verdict - starting, loading (i/N, %), capturing (KV pool, CUDA graphs; prefill first, then decode),
     allocating (the HiCache host pool), warming, ready, crashed (phase, exit status, first traceback), restart_loop,
     stalled, timeout - and the history of verdict changes.
@@ -23,8 +25,10 @@ description:
     with ExecMainCode set), whatever ActiveState says (C(deactivating) while systemd kills the cgroup,
     C(activating/auto-restart) before Restart=on-failure starts it again); one restart while waiting is C(crashed) with
     the phase of the run that ended, two or more are C(restart_loop). Never C(loading) without every scheduler alive.
-  - C(loading) needs all O(tp_size) schedulers alive and either new log output or I/O by the process tree within
-    O(stall_timeout) (journald shows tqdm's carriage-return progress only when the bar ends).
+  - C(loading) needs all O(tp_size) schedulers alive. Evidence of life is change within O(stall_timeout) - new log
+    output, I/O and page faults of the process tree, or GPU memory of its processes moving (journald shows tqdm's
+    carriage-return progress only when the bar ends; CUDA graph capture logs nothing for minutes). GPUs busy with
+    nothing moving is C(stalled), with a hint at ACS/IOMMU (an NCCL all-reduce that never completes).
   - Succeeds only on C(ready); every other terminal verdict fails the task with the reason.
   - Never changes anything.
 options:
@@ -57,6 +61,11 @@ options:
       are raised to 5.
     type: float
     default: 5
+  call_timeout:
+    description: Seconds any one observation call (systemctl, journalctl, nvidia-smi, a C(/proc) read) may take before
+      it is abandoned for this poll.
+    type: float
+    default: 10
   log_level:
     description: The server's C(--log-level). At C(warning) and above SGLang logs no phase line (they are INFO); the
       verdict then rests on the process tree and HTTP and its reason says so.
@@ -136,8 +145,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_log import classify, crash_advice, parse_log
-from ansible.module_utils.sglang_observe import (SHOW_PROPERTIES, count_schedulers, journal_command, parse_show,
-                                                 probe_health, tree_activity)
+from ansible.module_utils.sglang_observe import UnitObserver
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
@@ -147,39 +155,31 @@ ADVICE = {
 }
 
 
-def read_journal(module, unit, invocation_id, start_timestamp):
-    cmd = journal_command(module.get_bin_path("journalctl", required=True), unit, invocation_id, start_timestamp)
-    rc, out, err = module.run_command(cmd)
-    return out if rc == 0 else ""
+def make_observer(module):
+    p = module.params
+    return UnitObserver(p["unit"], p["url"], max(5.0, float(p["probe_timeout"])),
+                        systemctl=module.get_bin_path("systemctl", required=True),
+                        journalctl=module.get_bin_path("journalctl", required=True),
+                        nvidia_smi=module.get_bin_path("nvidia-smi"), call_timeout=p["call_timeout"])
 
 
-def observe(module, unit, url, probe_timeout, previous=None):
-    """One observation. When the InvocationID differs from ``previous``'s, the ended invocation's journal
-    is read once more (its last lines may have arrived after the previous read) as ``previous_log``."""
-    systemctl = module.get_bin_path("systemctl", required=True)
-    rc, out, err = module.run_command([systemctl, "show", unit, "-p", ",".join(SHOW_PROPERTIES)])
-    if rc != 0:
-        module.fail_json(msg="systemctl show %s failed (exit %d): %s; expected the unit to be installed" %
-                         (unit, rc, (err or out).strip()))
-    obs = parse_show(out)
-    obs["schedulers"] = count_schedulers(obs["main_pid"])
-    obs["activity"] = tree_activity(obs["main_pid"])
-    obs["log"] = parse_log(read_journal(module, unit, obs["invocation_id"], obs["start_timestamp"]))
-    if previous and previous.get("invocation_id") and previous["invocation_id"] != obs["invocation_id"]:
-        obs["previous_log"] = parse_log(read_journal(module, unit, previous["invocation_id"], None))
-    obs["http_code"], obs["http_latency_s"], obs["http_error"] = probe_health(url, probe_timeout)
-    return obs
+def observe(module, observer, previous=None):
+    """One observation; a unit systemd does not know fails the task with systemctl's words."""
+    try:
+        return observer.observe(previous, parse=parse_log)
+    except RuntimeError as exc:
+        module.fail_json(msg="%s; expected the unit to be installed" % exc)
 
 
 def wait(module, clock=None, sleep=None, wallclock=None):
     """Observe every interval until classify() gives a terminal verdict; return it with history."""
     clock, sleep, wallclock = clock or time.monotonic, sleep or time.sleep, wallclock or time.time
     p = module.params
-    probe_timeout = max(5.0, float(p["probe_timeout"]))
+    observer = make_observer(module)
     started = clock()
     history, transitions, verdict = [], [], None
     while True:
-        obs = observe(module, p["unit"], p["url"], probe_timeout, history[-1] if history else None)
+        obs = observe(module, observer, history[-1] if history else None)
         obs["t"] = clock() - started
         history.append(obs)
         verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"],
@@ -210,6 +210,7 @@ def main():
             stall_timeout=dict(type="float", default=300.0),
             probe_timeout=dict(type="float", default=5.0),
             log_level=dict(type="str", default="info"),
+            call_timeout=dict(type="float", default=10.0),
         ),
         supports_check_mode=True,
     )

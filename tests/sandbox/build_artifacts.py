@@ -5,6 +5,7 @@ The directory is bind-mounted read-only into each sandbox node at ``/srv/sandbox
 refers to a path inside it uses ``/srv/sandbox/...``.
 
     bin/nvidia-smi               fake nvidia-smi (copy of fake_nvidia_smi.py); node: /usr/bin/nvidia-smi -> it
+    bin/gpu-hog                  a foreign process that holds a GPU (copy of gpu_hog.py), for preflight tests
     bin/fake-hub                 the loopback model mirror (copy of fake_hub.py); node: the sandbox-model-mirror
                                  unit serves models/ on 127.0.0.1:8081 (playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
@@ -110,6 +111,10 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         manifest["artifacts"]["nvidia_smi"] = {"path": _node(out / "bin" / "nvidia-smi", out)}
         return "%s %s" % (_node(out / "bin" / "nvidia-smi", out), "(written)" if changed else "(unchanged)")
 
+    def hog():
+        changed = _write_if_changed(out / "bin" / "gpu-hog", (HERE / "gpu_hog.py").read_bytes(), 0o755)
+        return "%s %s" % (_node(out / "bin" / "gpu-hog", out), "(written)" if changed else "(unchanged)")
+
     def mirror():
         changed = _write_if_changed(out / "bin" / "fake-hub", (HERE / "fake_hub.py").read_bytes(), 0o755)
         manifest["artifacts"]["model_mirror"] = {"path": _node(out / "bin" / "fake-hub", out),
@@ -181,6 +186,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("wheelhouse", wheels)
     step("wheelhouse/router", router_wheels)
     step("bin/nvidia-smi", nvsmi)
+    step("bin/gpu-hog", hog)
     step("bin/fake-hub", mirror)
     step("gpus.json", gpus)
     step("cuda-repo", repo)

@@ -44,6 +44,18 @@ Schema (every key optional; missing keys take the defaults above)::
       "failure": null                    # or "no_devices" | "nvml_error" | "driver_mismatch"
     }
 
+Live GPU processes
+------------------
+A real GPU lists the processes that hold it. The SGLang simulator (and any other stand-in GPU program, e.g.
+``gpu_hog.py``) publishes one JSON file per process in ``process_state_dir`` (default ``/tmp/sglang-sim``;
+the simulator's ``sim_state.py`` documents the format: pid, gpu_id, cuda_visible_devices, gpu_memory_used_mib,
+gpu_busy). Every file whose pid is alive (``/proc/<pid>``, not a zombie) becomes a compute app on the physical GPU
+its ``gpu_id`` names through ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs), with the process name nvidia-smi shows
+(the first word of ``/proc/<pid>/cmdline``, so ``setproctitle`` titles such as ``sglang::scheduler_TP3`` appear)
+and its used memory; a dead process's file is ignored, as a dead process leaves nothing on a real GPU. A GPU's
+``memory.used`` is the sum of its apps; ``utilization.gpu`` reads 100 while one of its apps says it is busy, and
+``pstate`` P0 while any app holds it. The static ``compute_apps`` above stay (foreign processes).
+
 Any per-GPU or per-app value may also be a literal device answer such as ``"[N/A]"``, ``"[Not Supported]"``
 or ``"[Not Found]"`` (process name): it is printed verbatim, without units, as the real tool does.
 
@@ -76,6 +88,7 @@ import os
 import sys
 
 DEFAULT_CONFIG_PATH = "/etc/sandbox/gpus.json"
+DEFAULT_PROCESS_STATE_DIR = "/tmp/sglang-sim"
 DEFAULT_DRIVER = "580.95.05"
 DEFAULT_GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 DEFAULT_PCI_IDS = [
@@ -152,6 +165,61 @@ def cuda_for_driver(driver):
     return "11.7"
 
 
+def _proc_alive(pid, proc_root):
+    try:
+        with open(os.path.join(proc_root, str(pid), "stat"), encoding="utf-8", errors="replace") as fh:
+            stat = fh.read()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _proc_name(pid, proc_root):
+    try:
+        with open(os.path.join(proc_root, str(pid), "cmdline"), "rb") as fh:
+            raw = fh.read()
+        name = raw.split(b"\0", 1)[0].decode("utf-8", "replace").strip()
+        if name:
+            return name
+        with open(os.path.join(proc_root, str(pid), "comm"), encoding="utf-8") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "[Not Found]"
+
+
+def live_apps(directory, gpus, proc_root="/proc"):
+    """Compute apps from the process state files in ``directory`` whose process is alive."""
+    if not directory or not os.path.isdir(directory):
+        return []
+    out = []
+    for entry in sorted(os.listdir(directory)):
+        if not entry.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, entry), encoding="utf-8") as fh:
+                info = json.load(fh)
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or not one of ours
+        if not _proc_alive(pid, proc_root):
+            continue
+        visible = info.get("cuda_visible_devices")
+        local = int(info.get("gpu_id") or 0)
+        gpu = None
+        if visible not in (None, ""):
+            tokens = [t.strip() for t in str(visible).split(",") if t.strip()]
+            if local < len(tokens):
+                tok = tokens[local]
+                gpu = next((g for g in gpus if tok == str(g["index"]) or tok == g["uuid"]), None)
+        elif local < len(gpus):
+            gpu = gpus[local]
+        if gpu is None:
+            continue  # a device CUDA would not have given it
+        out.append({"pid": pid, "gpu_uuid": gpu["uuid"], "process_name": _proc_name(pid, proc_root),
+                    "used_memory_mib": int(info.get("gpu_memory_used_mib") or 0), "_busy": bool(info.get("gpu_busy"))})
+    return out
+
+
 def load_state(environ=None):
     environ = os.environ if environ is None else environ
     path = environ.get("FAKE_NVIDIA_SMI_CONFIG")
@@ -167,13 +235,13 @@ def load_state(environ=None):
                 raw = json.load(fh)
         except (OSError, ValueError) as exc:
             raise Exit(255, "fake nvidia-smi: cannot read %s: %s" % (path, exc))
-    state = normalize(raw)
+    state = normalize(raw, proc_root=environ.get("FAKE_NVIDIA_SMI_PROC", "/proc"))
     state["_path"] = path
     state["_raw"] = raw
     return state
 
 
-def normalize(raw):
+def normalize(raw, proc_root="/proc"):
     driver = str(raw.get("driver_version") or DEFAULT_DRIVER)
     cuda = str(raw.get("cuda_version") or cuda_for_driver(driver))
     defaults = raw.get("gpu_defaults") or {}
@@ -198,10 +266,15 @@ def normalize(raw):
         a.setdefault("process_name", "python3")
         a.setdefault("used_memory_mib", 0)
         apps.append(a)
+    apps += live_apps(raw.get("process_state_dir", DEFAULT_PROCESS_STATE_DIR), gpus, proc_root)
     for g in gpus:
+        mine = [a for a in apps if a.get("gpu_uuid") == g["uuid"]]
         if g.get("memory_used_mib") is None:
-            g["memory_used_mib"] = sum(int(a["used_memory_mib"]) for a in apps
-                                       if a.get("gpu_uuid") == g["uuid"] and not _is_marker(a["used_memory_mib"]))
+            g["memory_used_mib"] = sum(int(a["used_memory_mib"]) for a in mine if not _is_marker(a["used_memory_mib"]))
+        if any(a.get("_busy") for a in mine):
+            g["utilization_gpu_pct"] = 100
+        if mine and g.get("pstate") == "P8":
+            g["pstate"] = "P0"
     for a in apps:
         g = by_uuid.get(a.get("gpu_uuid"))
         a["_gpu"] = g

@@ -35,7 +35,35 @@ def test_cgroup_v2_takes_the_smallest_limit_up_the_tree(tmp_path):
     proc = tmp_path / "cgroup"
     proc.write_text("0::/machine.slice/ctr\n")
     info = host_capacity.cgroup_memory(str(root), str(proc))
-    assert info == {"version": 2, "path": "/machine.slice/ctr", "limit_bytes": 400000000000, "usage_bytes": 2000000000}
+    assert info == {"version": 2, "path": "/machine.slice/ctr", "limit_bytes": 400000000000, "usage_bytes": 2000000000,
+                    "file_bytes": 0}
+
+
+def test_cgroup_usage_leaves_out_page_cache_as_sglang_does(tmp_path):
+    """Staging fills a container's page cache; SGLang (mem_cache/host_memory.py) counts usage without file pages."""
+    root = tmp_path / "cg"
+    _write(str(root / "memory" / "memory.limit_in_bytes"), "68719476736\n")
+    _write(str(root / "memory" / "memory.usage_in_bytes"), "60000000000\n")
+    _write(str(root / "memory" / "memory.stat"), "cache 55000000000\ntotal_active_file 30000000000\n"
+                                                 "total_inactive_file 25000000000\ntotal_rss 5000000000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("5:memory:/\n")
+    info = host_capacity.cgroup_memory(str(root), str(proc))
+    assert (info["usage_bytes"], info["file_bytes"]) == (5000000000, 55000000000)
+
+
+def test_own_unit_memory_is_what_its_cgroup_members_hold(tmp_path):
+    from ansible.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids
+
+    cg = tmp_path / "cg"
+    _write(str(cg / "unified" / "system.slice" / "sglang-kimi.service" / "cgroup.procs"), "100\n")
+    _write(str(cg / "unified" / "system.slice" / "sglang-kimi.service" / "sub" / "cgroup.procs"), "101\n102\n")
+    _write(str(cg / "systemd" / "system.slice" / "sglang-kimi.service" / "cgroup.procs"), "100\n101\n102\n")
+    assert cgroup_pids("/system.slice/sglang-kimi.service", str(cg)) == [100, 101, 102]
+    proc = tmp_path / "proc"
+    _write(str(proc / "101" / "status"), "Name:\tx\nRssAnon:\t  1048576 kB\nRssFile:\t 9999 kB\nRssShmem:\t 1024 kB\n")
+    _write(str(proc / "102" / "status"), "RssAnon:\t 2048 kB\n")
+    assert anon_memory_bytes([100, 101, 102], str(proc)) == (1048576 + 1024 + 2048) * 1024
 
 
 def test_cgroup_v2_namespace_root_and_unlimited(tmp_path):

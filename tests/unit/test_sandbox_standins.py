@@ -28,16 +28,14 @@ ALL_FIELDS = "index,name,uuid,compute_cap,memory.total,memory.used,driver_versio
 
 # ============================================================================================ nvidia-smi
 def smi(*args, config=None, tmp_path=None):
+    """Run the stand-in with ``config`` (the built-in default when None); live processes only from a state
+    directory the test made (never the machine's /tmp/sglang-sim)."""
     env = dict(os.environ)
-    env.pop("FAKE_NVIDIA_SMI_CONFIG", None)
-    if config is not None:
-        path = tmp_path / "gpus.json"
-        path.write_text(json.dumps(config))
-        env["FAKE_NVIDIA_SMI_CONFIG"] = str(path)
-    elif Path("/etc/sandbox/gpus.json").exists():  # keep the built-in default on a node too
-        path = tmp_path / "default.json"
-        path.write_text("{}")
-        env["FAKE_NVIDIA_SMI_CONFIG"] = str(path)
+    config = dict(config or {})
+    config.setdefault("process_state_dir", str(tmp_path / "no-live-processes"))
+    path = tmp_path / "gpus.json"
+    path.write_text(json.dumps(config))
+    env["FAKE_NVIDIA_SMI_CONFIG"] = str(path)
     p = subprocess.run([sys.executable, str(SMI), *args], env=env, capture_output=True, text=True)
     return p.returncode, p.stdout, p.stderr
 
@@ -94,6 +92,38 @@ def test_smi_compute_apps(tmp_path):
     assert out.splitlines()[3] == "3, 81000"
     rc, out, _ = smi(config=cfg, tmp_path=tmp_path)
     assert "sglang::scheduler_TP3" in out and "81000MiB" in out
+
+
+def test_smi_lists_live_gpu_processes_from_their_state_files(tmp_path):
+    """The simulator's schedulers (and any stand-in GPU program) publish their GPU and memory; the stand-in lists
+    the live ones on the physical GPU CUDA_VISIBLE_DEVICES maps them to, with their process title, and forgets the
+    dead ones."""
+    state = tmp_path / "sim-state"
+    state.mkdir()
+    live = subprocess.Popen(["sleep", "30"])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    try:
+        (state / ("%d.json" % live.pid)).write_text(json.dumps(
+            {"pid": live.pid, "gpu_id": 1, "cuda_visible_devices": "2,3", "gpu_memory_used_mib": 81234,
+             "gpu_busy": True}))
+        (state / ("%d.json" % dead.pid)).write_text(json.dumps({"pid": dead.pid, "gpu_id": 0,
+                                                                "gpu_memory_used_mib": 5000}))
+        cfg = {"process_state_dir": str(state)}
+        rc, out, err = smi("--query-compute-apps=pid,gpu_uuid,process_name,used_memory",
+                           "--format=csv,noheader,nounits", config=cfg, tmp_path=tmp_path)
+        assert rc == 0, err
+        uuid3 = fake_nvidia_smi._stable_uuid(3)
+        assert out == "%d, %s, sleep, 81234\n" % (live.pid, uuid3)
+        rc, out, _ = smi("--query-gpu=index,memory.used,utilization.gpu,pstate", "--format=csv,noheader,nounits",
+                         config=cfg, tmp_path=tmp_path)
+        rows = [line.split(", ") for line in out.splitlines()]
+        assert rows[3] == ["3", "81234", "100", "P0"] and rows[0] == ["0", "0", "0", "P8"]
+    finally:
+        live.kill()
+        live.wait()
+    rc, out, _ = smi("--query-compute-apps=pid", "--format=csv,noheader", config=cfg, tmp_path=tmp_path)
+    assert out == ""  # the process is gone: so is its line
 
 
 def test_smi_list_version_table(tmp_path):

@@ -58,7 +58,9 @@ def test_multinode_problems_listed_together():
 def test_multinode_argv_parses_against_the_snapshot():
     import sglang_argv
     opts = u.sglang_multinode_options(["a", "b"], "b", "", 50000, 16, "eth0")
-    assert sglang_argv.sglang_argv(opts) == ["--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "a:50000"]
+    # with the tp size the options come with (16 ranks over 2 nodes: SGLang asserts tp divisible by nodes)
+    assert sglang_argv.sglang_argv({"tp-size": 16, **opts}) == ["--tp-size", "16", "--nnodes", "2", "--node-rank", "1",
+                                                                "--dist-init-addr", "a:50000"]
 
 
 GOOD_UNIT = """[Unit]

@@ -1,13 +1,16 @@
 """sglang_health: systemctl/journalctl mocked via run_command, /proc faked, /health served locally."""
 
+import json
 import os
+import sys
 import threading
 
 import pytest
 
 import sglang_health
-from ansible.module_utils import basic
 import http.server as BaseHTTPServer
+from ansible.module_utils import sglang_observe
+from ansible.module_utils.sglang_observe import count_schedulers, parse_show, probe_health
 from conftest import FIXTURES
 
 SHOW = ("ActiveState={active}\nSubState={sub}\nResult={result}\nMainPID={pid}\nNRestarts={restarts}\n"
@@ -21,26 +24,28 @@ def log(name):
 
 
 def script(monkeypatch, steps):
-    """steps: list of dicts (show fields, log file, schedulers, http); one per poll."""
-    state = {"i": 0, "cmds": []}
+    """steps: list of dicts (show fields, log file, previous_log file, schedulers, activity, gpu, http); one per poll.
+    The observer is scripted (UnitObserver itself is tested against fake systemctl/journalctl programs below)."""
+    state = {"i": 0}
     clock = {"t": 0.0}
 
     def current():
         return steps[min(state["i"], len(steps) - 1)]
 
-    def run_command(self, args, **kwargs):
-        state["cmds"].append(args)
-        step = current()
-        if args[1] == "show":
+    class ScriptedObserver(object):
+        def observe(self, previous=None, parse=None):
+            step = current()
             fields = dict(active="active", sub="running", result="success", pid=4242, restarts=0, status=0, code=0,
                           inv="abc123")
             fields.update(step.get("show", {}))
-            return 0, SHOW.format(**fields), ""
-        if any(a.startswith("_SYSTEMD_INVOCATION_ID=") and a != "_SYSTEMD_INVOCATION_ID=%s" % step.get(
-                "show", {}).get("inv", "abc123") for a in args):
-            name = step.get("previous_log")  # the ended invocation's journal, re-read
-            return 0, log(name) if name else "", ""
-        return 0, log(step["log"]) if step.get("log") else "", ""
+            obs = parse_show(SHOW.format(**fields))
+            obs.update(schedulers=step.get("schedulers", 8), activity=step.get("activity"), gpu=step.get("gpu"),
+                       http_code=step.get("http"))
+            text = log(step["log"]) if step.get("log") else ""
+            obs["log"] = parse(text)
+            if previous and previous.get("invocation_id") != obs["invocation_id"] and step.get("previous_log"):
+                obs["previous_log"] = parse(log(step["previous_log"]))
+            return obs
 
     def sleep(seconds):
         state["i"] += 1
@@ -49,11 +54,7 @@ def script(monkeypatch, steps):
     def step_seconds(seconds):
         return current().get("advance", seconds)
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
-    monkeypatch.setattr(sglang_health, "count_schedulers", lambda pid: current().get("schedulers", 8))
-    monkeypatch.setattr(sglang_health, "tree_activity", lambda pid: current().get("activity"))
-    monkeypatch.setattr(sglang_health, "probe_health", lambda url, timeout: (current().get("http"), 0.01, None))
+    monkeypatch.setattr(sglang_health, "make_observer", lambda module: ScriptedObserver())
     monkeypatch.setattr(sglang_health.time, "sleep", sleep)
     monkeypatch.setattr(sglang_health.time, "monotonic", lambda: clock["t"])
     return state
@@ -77,12 +78,6 @@ def test_ready_after_loading_capturing_warming(module_runner, monkeypatch):
     assert [h["verdict"] for h in result["history"]] == ["starting", "loading", "capturing", "warming", "ready"]
     assert result["history"][1]["progress"] == "37/64"
     assert result["elapsed_s"] == 4.0
-    show = state["cmds"][0]
-    assert show == ["/usr/bin/systemctl", "show", "sglang@kimi.service", "-p",
-                    "ActiveState,SubState,Result,MainPID,NRestarts,ExecMainStatus,ExecMainCode,InvocationID,"
-                    "ExecMainStartTimestamp"]
-    assert state["cmds"][1] == ["/usr/bin/journalctl", "-u", "sglang@kimi.service", "-o", "cat", "--no-pager",
-                                "_SYSTEMD_INVOCATION_ID=abc123"]
 
 
 def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypatch):
@@ -176,13 +171,13 @@ def test_count_schedulers_walks_the_tree(tmp_path):
     proc(602, 600, b"sglang::detokenizer\x00")
     proc(500, 1, b"weird) name\x00", comm="a) b")
     (tmp_path / "self").mkdir()
-    assert sglang_health.count_schedulers(100, str(tmp_path)) == 8
-    assert sglang_health.count_schedulers(0, str(tmp_path)) == 0
-    assert sglang_health.count_schedulers(600, str(tmp_path)) == 1
+    assert count_schedulers(100, str(tmp_path)) == 8
+    assert count_schedulers(0, str(tmp_path)) == 0
+    assert count_schedulers(600, str(tmp_path)) == 1
 
 
 def test_parse_show():
-    obs = sglang_health.parse_show(SHOW.format(active="activating", sub="auto-restart", pid=0, restarts=3, status=9,
+    obs = parse_show(SHOW.format(active="activating", sub="auto-restart", pid=0, restarts=3, status=9,
                                                code=2, inv="", result="signal"))
     assert obs["result"] == "signal"
     assert obs["active_state"] == "activating" and obs["sub_state"] == "auto-restart"
@@ -214,23 +209,72 @@ def http_server():
 def test_probe_health_codes_and_refused(http_server):
     url, codes = http_server
     codes.append(503)
-    assert sglang_health.probe_health(url, 5)[0] == 503
-    assert sglang_health.probe_health(url + "/", 5)[0] == 200
-    code, latency, error = sglang_health.probe_health("http://127.0.0.1:9", 5)
+    assert probe_health(url, 5)[0] == 503
+    assert probe_health(url + "/", 5)[0] == 200
+    code, latency, error = probe_health("http://127.0.0.1:9", 5)
     assert code is None and error
 
 
-def test_journal_falls_back_to_since_without_invocation_id(monkeypatch):
-    seen = []
+FAKE_JOURNALCTL = """#!%s
+import json, sys
+entries = [json.loads(l) for l in open(%r)]
+args = sys.argv[1:]
+open(%r, "a").write(" ".join(args) + "\\n")
+if "--after-cursor" in args:
+    cur = args[args.index("--after-cursor") + 1]
+    entries = entries[[e["__CURSOR"] for e in entries].index(cur) + 1:]
+if "-n" in args:
+    entries = entries[-int(args[args.index("-n") + 1]):]
+for e in entries:
+    print(json.dumps(e))
+"""
 
-    class M(object):
-        def get_bin_path(self, name, required=False):
-            return "/usr/bin/" + name
 
-        def run_command(self, cmd):
-            seen.append(cmd)
-            return 0, "x", ""
+def journal_fixture(tmp_path, lines):
+    entries = tmp_path / "entries.jsonl"
+    with open(entries, "w") as fh:
+        for i, line in enumerate(lines):
+            msg = list(line.encode()) if "\r" in line else line  # journald's byte-array form for control chars
+            fh.write(json.dumps({"__CURSOR": "c%d" % i, "MESSAGE": msg}) + "\n")
+    calls = tmp_path / "calls"
+    prog = tmp_path / "journalctl"
+    prog.write_text(FAKE_JOURNALCTL % (sys.executable, str(entries), str(calls)))
+    prog.chmod(0o755)
+    return str(prog), entries, calls
 
-    sglang_health.read_journal(M(), "u.service", None, "Mon 2026-05-18 10:00:00 UTC")
-    assert seen[0][:2] == ["/usr/bin/journalctl", "-u"]
-    assert seen[0][-2:] == ["--since", "2026-05-18 10:00:00"]
+
+def test_journal_is_read_by_cursor_and_stops_at_the_ready_line(tmp_path):
+    """A server that has served for a week: the first read stops at the ready line and continues from the newest
+    entry, never reading the week in between; later reads only take what is new."""
+    startup = ["[t] server_args={}", "Multi-thread loading shards:  50%% Completed | 32/64 [00:01<00:01, 1.00it/s]\r"
+               "Multi-thread loading shards: 100% Completed | 64/64 [00:02<00:00, 1.00it/s]",
+               "[t] The server is fired up and ready to roll!"]
+    week = ["[t TP0] Decode batch, #running-req: 1, #token: %d" % i for i in range(5000)]
+    prog, entries, calls = journal_fixture(tmp_path, startup + week)
+    reader = sglang_observe.JournalReader(prog, "u.service", timeout=10)
+    text = reader.text("inv1")
+    assert text.splitlines()[-1] == "[t] The server is fired up and ready to roll!" and "Decode batch" not in text
+    assert "64/64" in text.replace("\r", "\n")
+    with open(entries, "a") as fh:
+        fh.write(json.dumps({"__CURSOR": "new", "MESSAGE": "[t] Subprocess scheduler_3 (pid=9) crashed"}) + "\n")
+    text = reader.text("inv1")
+    assert text.endswith("crashed\n") and text.count("Decode batch") == 0
+    args = open(calls).read().splitlines()
+    assert "--after-cursor c5002" in args[-1] and "-n 1" in args[1]
+
+
+def test_journal_falls_back_to_since_without_invocation_id(tmp_path):
+    prog, _, calls = journal_fixture(tmp_path, ["x"])
+    sglang_observe.JournalReader(prog, "u.service").text(None, "Mon 2026-05-18 10:00:00 UTC")
+    assert open(calls).read().split()[:3] == ["-u", "u.service", "-o"]
+    assert "--since 2026-05-18 10:00:00" in open(calls).read()
+
+
+def test_every_observation_call_is_time_boxed(tmp_path):
+    slow = tmp_path / "nvidia-smi"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    rc, _, err = sglang_observe.run_bounded([str(slow)], 0.5)
+    assert rc is None and "timed out" in err
+    assert sglang_observe.gpu_observation(str(slow), [1], 0.5) is None
+    assert sglang_observe.bounded(lambda: __import__("time").sleep(5), 0.2, "default") == "default"
