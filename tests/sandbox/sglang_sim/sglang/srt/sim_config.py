@@ -14,9 +14,10 @@ DEFAULTS = {
     "SGLANG_SIM_INIT_S": "0.05",
     # CUDA graph capture (prefill a third, decode the rest); minutes on real hardware.
     "SGLANG_SIM_CAPTURE_S": "0.5",
-    # cudaHostRegister of the HiCache host pool; 1 = also allocate and touch it for real.
+    # cudaHostRegister of the HiCache host pool, and whether the pool is really allocated and touched (it is, as on a
+    # real host: the memory the options ask for is gone from the host until the server exits).
     "SGLANG_SIM_HICACHE_PIN_GBPS": "2",
-    "SGLANG_SIM_HICACHE_TOUCH": "",
+    "SGLANG_SIM_HICACHE_TOUCH": "1",
     "SGLANG_SIM_WARMUP_S": "0.5",
     # Real /health does a 1-token generation and polls for it after asyncio.sleep(1): >= 1 s.
     "SGLANG_SIM_HEALTH_LATENCY_S": "1.0",

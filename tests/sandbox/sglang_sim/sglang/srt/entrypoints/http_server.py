@@ -72,6 +72,7 @@ class State:
         self.rid_to_state = {}  # every request the tokenizer manager holds (tokenising, scheduled, streaming back)
         self.in_scheduler = {}  # requests in the scheduler's running batch or waiting queue
         self.gauge = {"sglang:num_running_reqs": 0, "sglang:num_queue_reqs": 0}
+        self.busy = False
         self.last_stats = time.time()
         self.gen_tokens = 0
         self.gen_started = time.time()
@@ -82,7 +83,13 @@ class State:
         return all(s.is_alive() for s in self.schedulers)
 
     def log_stats(self):
-        """metrics_reporter log_stats: the gauge takes the scheduler's counts now."""
+        """metrics_reporter log_stats: the gauge takes the scheduler's counts now; the schedulers hear whether they
+        have work (their GPUs compute while a batch runs: what utilization.gpu shows)."""
+        busy = bool(self.in_scheduler)
+        if busy != self.busy:
+            self.busy = busy
+            for s in self.schedulers:
+                s.tell("busy" if busy else "idle")
         running = len(self.in_scheduler)
         limit = self.args.max_running_requests or 2048
         self.gauge["sglang:num_running_reqs"] = min(running, limit)

@@ -178,10 +178,14 @@ class Scheduler:
         kind, _, _ = self.fault
         with os.fdopen(ctl_fd, "r") as ctl:
             for line in ctl:
-                if line.strip() == "shutdown":
+                word = line.strip()
+                if word == "shutdown":
                     return
-                if line.strip() == "ready" and kind == "nccl_abort_after_ready":
+                if word == "ready" and kind == "nccl_abort_after_ready":
                     threading.Thread(target=self._nccl_abort, daemon=True).start()
+                if word in ("busy", "idle"):  # a batch runs on this rank's GPU, or none does
+                    self.busy = word == "busy"
+                    self._publish()
 
     def _nccl_abort(self):
         time.sleep(sim_config.get_float("SGLANG_SIM_FAULT_DELAY_S"))

@@ -17,6 +17,7 @@ Minutes can pass here with no new line on a real GPU; ``SGLANG_SIM_CAPTURE_S`` s
 (prefill takes a third, decode the rest) and the GPU memory published for the stand-in moves with each shape.
 """
 import logging
+import threading
 import time
 
 from sglang.srt import sim_config
@@ -104,6 +105,12 @@ def capture_decode_graph(runner):
     logger.info(f"Capture target {name} CUDA graph begin. backend=full, num_tokens_per_req="
                 f"{runner.cfg['num_tokens_per_req']}, avail mem={before:.2f} GB")
     oom = runner.fault[0] == "oom_at_cuda_graph" and runner.tp_rank == 0
+    if runner.fault[0] == "nccl_hang_at_capture":
+        # The first all-reduce of the captured graphs never completes (ACS redirect / IOMMU on a PCIe host): NCCL's
+        # kernels spin, so every GPU reads 100 % busy, memory stays where it is, and nothing is logged, ever.
+        runner.busy = True
+        runner.set_phase("decode_graph_capture")
+        threading.Event().wait()
     try:
         _capture(runner, list(reversed(capture_bs)),
                  lambda bs, avail: f"Capturing batches (bs={bs} avail_mem={avail:.2f} GB)",
