@@ -13,8 +13,8 @@ module: job_progress
 short_description: One look at a background (async) job - has it ended, and what did it print last
 description:
   - Waits up to O(wait) seconds for the async job's results file to hold the module's result (Ansible's async
-    wrapper writes C({"started": 1, "finished": 0, ...}) there until the job ends, then the job's own result), and
-    returns the last non-empty line of O(progress_file).
+    wrapper keeps a C(started) marker there until the job ends, then writes the job's own result), and returns the
+    last non-empty line of O(progress_file).
   - One round trip per round of M(job_follow), which calls it; usable on its own too.
   - Never changes anything.
 options:
