@@ -19,6 +19,12 @@ description:
     cover the data bytes exactly, tensors listed in the index), the sha256 manifest, C(config.json) and
     C(tokenizer*.json) (non-empty valid JSON), writes C(<revision>/.manifest.json), renames the directory to
     C(<store>/<name>/<revision>/) and flips the C(<store>/<name>/current) symlink with an atomic rename.
+  - Refuses a checkpoint that lacks a non-weight file its own configs require, naming it and why. The set is the
+    C(auto_map) modules of config.json, tokenizer_config.json and the processor configs, every module they import
+    relatively (Kimi's C(tokenization_kimi.py) imports C(tool_declaration_ts.py)), the tokenizer class's
+    C(vocab_files_names) (C(tiktoken.model)) and the chat template. For C(path) and C(http) sources this happens
+    before any shard moves, and for every source again on the staged tree before the rename. Staged files must be
+    real files, not symlinks.
   - C(current) never points at a partial or unverified directory.
   - Transfers run in parallel (O(parallel) threads). An interrupted run resumes; finished files recorded in the staging
     journal are kept, and an HTTP file cut off mid-way continues with a C(Range) request (when the server answers
@@ -247,6 +253,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
                                               parse_manifest, redact_url, sync_files)
+from ansible.module_utils.model_files import CONFIG_FILES, dir_reader, missing_files, symlinks
 from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
 from ansible.module_utils.safetensors_header import ShardError, verify_shard
 
@@ -488,6 +495,7 @@ class PathSource(object):
             problems.append("missing in %s: %s" % (src, ", ".join(other)))
         if "config.json" not in files:
             problems.append("config.json is missing from %s; SGLang cannot load the model without it" % src)
+        problems.extend(missing_files(*dir_reader(src, set(files) - set(missing)), where=src))
         manifest_path = os.path.join(src, self.manifest_name)
         if os.path.isfile(manifest_path):
             try:
@@ -580,6 +588,10 @@ class HttpSource(object):
                             % self.manifest_name)
         if problems:
             raise StageError(problems)
+        problems = missing_files(self.small_file_reader(files), lambda n: n in files,
+                                 where="%s (%s)" % (self.description, self.manifest_name))
+        if problems:
+            raise StageError(problems)
         unknown = sorted(f for f in files if f not in self.sizes)
         stop = threading.Event()
         sizes, problems = run_pool(unknown, self.mirror.head_size, self.parallel * 2, stop)
@@ -589,6 +601,21 @@ class HttpSource(object):
         self.sizes.update(dict((k, v) for k, v in sizes.items() if v is not None))
         return {"index": index, "files": sorted(files), "sizes": dict((f, self.sizes.get(f)) for f in files),
                 "skipped": skipped, "sha256": self.sums}
+
+    def small_file_reader(self, files):
+        """``read`` for model_files: the text of a listed config or module file, fetched once (None if unlisted)."""
+        cache = {}
+
+        def read(name):
+            if name not in files:
+                return None
+            if name not in cache:
+                try:
+                    cache[name] = self.mirror.get_bytes(name).decode("utf-8", "replace")
+                except FetchError as exc:
+                    raise StageError("%s is listed in %s but cannot be read: %s" % (name, self.manifest_name, exc))
+            return cache[name]
+        return read
 
     def still_valid(self, rel, rec):
         return self.sums.get(rel) == rec.get("sha256")
@@ -742,7 +769,7 @@ def check_json_file(path):
 
 def is_checked_json(rel):
     base = os.path.basename(rel)
-    return rel == "config.json" or (base.startswith("tokenizer") and base.endswith(".json"))
+    return rel in CONFIG_FILES or (base.startswith("tokenizer") and base.endswith(".json"))
 
 
 def verify_file(root, rel, index):
@@ -848,6 +875,10 @@ def stage(module, source=None):
         if changed:
             repair(module, source, final, model_dir, manifest, changed, result, progress_file)
         if not current_points_to(current, revision):
+            problems = missing_files(*dir_reader(final, set(manifest["files"])), where=final)
+            if problems:
+                raise StageError(["%s is staged but incomplete, so current still points at the previous revision"
+                                  % final] + problems)
             result["actions"].append("point %s at %s" % (current, revision))
             result["changed"] = True
             if not module.check_mode:
@@ -952,7 +983,8 @@ def stage(module, source=None):
 def finish(module, partial, final, current, model_dir, index, files, journal, sums, result, description, link_mode):
     # nothing is verified, recorded or renamed before it is durable (quick for files a journal commit synced)
     sync_files(os.path.join(partial, rel) for rel in files)
-    problems = verify_tree(partial, index, files) + check_sums(partial, journal["files"], sums)
+    problems = (verify_tree(partial, index, files) + check_sums(partial, journal["files"], sums)
+                + symlinks(partial, files) + missing_files(*dir_reader(partial, set(files)), where=partial))
     if problems:
         for rel in bad_files(partial, files, problems):
             journal["files"].pop(rel, None)

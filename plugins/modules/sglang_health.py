@@ -139,11 +139,23 @@ error:
   description: The first error line (the first traceback's last line, a dead-rank line or another fatal line).
   returned: always
   type: str
+journal:
+  description:
+    - Whether the journal of the watched runs is complete. C(complete) is false when journald wrote its own
+      C(Suppressed N messages from <unit>) notice for one of them, null when it may be incomplete (a run's lines
+      reached the unit's LogRateLimitBurst within one interval, and journald reports drops only when the unit logs
+      again) or cannot be told. Also C(suppressed) (lines dropped), C(notices), C(reason) and C(warning) (the
+      reason when the log is or may be incomplete, added to the failure message; null otherwise).
+  returned: always
+  type: dict
+  sample: {complete: false, suppressed: 955, notices: [{dropped: 955, invocation_id: 62fc..., at: 2026-12-01T10:02:52Z}],
+           reason: "journal incomplete: journald suppressed 955 line(s) ..."}
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.journal_notices import journal_completeness
 from ansible.module_utils.sglang_log import classify, crash_advice, parse_log
 from ansible.module_utils.sglang_observe import UnitObserver
 
@@ -196,6 +208,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         sleep(p["interval"])
     verdict["elapsed_s"] = round(history[-1]["t"], 1)
     verdict["history"] = transitions
+    verdict["invocation_ids"] = [o["invocation_id"] for o in history if o.get("invocation_id")]
     return verdict
 
 
@@ -219,6 +232,9 @@ def main():
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
                   schedulers=v["schedulers"])
+    result["journal"] = journal_completeness(module.run_command, module.get_bin_path("journalctl"),
+                                             module.get_bin_path("systemctl"), module.params["unit"],
+                                             v["invocation_ids"])
     if v["verdict"] != "ready":
         msg = "%s: %s after %.0f s: %s" % (module.params["unit"], v["verdict"], v["elapsed_s"], v["reason"])
         if v["phase"]:
@@ -227,11 +243,15 @@ def main():
             msg += "; %s" % v["exit_status"]["text"]
         if v["error"]:
             msg += "; first error: %s" % v["error"]
+        if result["journal"]["warning"]:
+            msg += "; " + result["journal"]["warning"]
         if v["verdict"] == "crashed":
             msg += "; " + crash_advice(v["phase"], v["error"])
         else:
             msg += "; " + ADVICE.get(v["verdict"], "")
         module.fail_json(msg=msg, **result)
+    if result["journal"]["warning"]:
+        module.warn(result["journal"]["warning"])
     module.exit_json(**result)
 
 

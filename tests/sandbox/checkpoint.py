@@ -5,9 +5,10 @@
 
     model-00001-of-000064.safetensors ... model-00064-of-000064.safetensors   (real Kimi-K2.5 naming)
     model.safetensors.index.json   {"metadata": {"total_size": N}, "weight_map": {tensor: shard}}
-    config.json                    KimiK25ForConditionalGeneration / model_type kimi_k25, text_config ...
-    generation_config.json, tokenizer_config.json, tiktoken.model, chat_template.jinja, and the remote code
-    configuration_kimi_k25.py, tokenization_kimi.py, tool_declaration_ts.py (stand-ins)
+    config.json                    KimiK25ForConditionalGeneration / model_type kimi_k25, text_config, auto_map ...
+    tokenizer_config.json, preprocessor_config.json (auto_map), tiktoken.model, chat_template.jinja,
+    generation_config.json and the remote-code modules (tokenization_kimi.py -> tool_declaration_ts.py,
+    configuration_kimi_k25.py, modeling_kimi_k25.py, kimi_k25_processor.py, ...): see remote_code_files()
     SHA256SUMS                     sha256sum format, every file above (for an http source)
 
 What is faithful:
@@ -267,6 +268,118 @@ def config_json(layers, experts):
     }
 
 
+# Non-weight files shaped like the real repository's (moonshotai/Kimi-K2.5 file list as copied by MindSpeed-MM's
+# Kimi-K2.5 recipe: chat_template.jinja, config.json, configuration_deepseek.py, configuration_kimi_k25.py,
+# generation_config.json, kimi_k25_processor.py, kimi_k25_vision_processing.py, media_utils.py, modeling_deepseek.py,
+# modeling_kimi_k25.py, preprocessor_config.json, tiktoken.model, tokenization_kimi.py, tokenizer_config.json,
+# tool_declaration_ts.py). What each stand-in keeps is what the product reads: the auto_map entries, the import
+# lines transformers follows (``from .x import``), the tokenizer's vocab_files_names, the template's special
+# tokens. Verified against public copies of the real files: config.json's auto_map; tokenization_kimi.py's
+# ``VOCAB_FILES_NAMES = {"vocab_file": "tiktoken.model"}``, ``from .tool_declaration_ts import
+# encode_tools_to_typescript_style`` and ``class TikTokenTokenizer(PreTrainedTokenizer)``; modeling_kimi_k25.py's
+# ``from .configuration_kimi_k25 import KimiK25Config`` and ``from .modeling_deepseek import DeepseekV3ForCausalLM``;
+# preprocessor_config.json's auto_map AutoImageProcessor / AutoProcessor; the media_proc_cfg keys SGLang 0.5.23
+# reads (srt/multimodal/processors/kimi_k25.py). Inferred from the file list (each file there is imported by
+# something): configuration_kimi_k25.py -> .configuration_deepseek, modeling_deepseek.py -> .configuration_deepseek,
+# kimi_k25_vision_processing.py -> .media_utils. None of the code runs in the sandbox: every class raises.
+
+_STANDIN = ('"""Sandbox stand-in for Kimi-K2.5\'s %s (remote code).\n\n'
+            'Same file name, classes and import lines as the real one (what transformers follows when it copies remote\n'
+            'code); no working body. Loading it raises."""\n')
+
+
+def _stub_class(name, base):
+    return ("\n\nclass %s(%s):\n    def __init__(self, *args, **kwargs):  # pragma: no cover\n"
+            "        raise NotImplementedError(\"sandbox stand-in: %s\")\n" % (name, base, name))
+
+
+def remote_code_files():
+    """Top-level .py files of the checkpoint -> text."""
+    files = {}
+    files["configuration_deepseek.py"] = (
+        _STANDIN % "configuration_deepseek.py"
+        + "\nfrom transformers.configuration_utils import PretrainedConfig\n"
+        + _stub_class("DeepseekV3Config", "PretrainedConfig"))
+    files["configuration_kimi_k25.py"] = (
+        _STANDIN % "configuration_kimi_k25.py"
+        + "\nfrom transformers.configuration_utils import PretrainedConfig\n\n"
+          "from .configuration_deepseek import DeepseekV3Config\n"
+        + _stub_class("KimiK25VisionConfig", "PretrainedConfig") + _stub_class("KimiK25Config", "PretrainedConfig"))
+    files["modeling_deepseek.py"] = (
+        _STANDIN % "modeling_deepseek.py"
+        + "\nimport torch\nfrom transformers.modeling_utils import PreTrainedModel\n\n"
+          "from .configuration_deepseek import DeepseekV3Config\n"
+        + _stub_class("DeepseekV3ForCausalLM", "PreTrainedModel"))
+    files["modeling_kimi_k25.py"] = (
+        _STANDIN % "modeling_kimi_k25.py"
+        + "\nimport math\n\nimport torch\nfrom transformers.modeling_utils import PreTrainedModel\n\n"
+          "from .configuration_kimi_k25 import KimiK25Config\nfrom .modeling_deepseek import DeepseekV3ForCausalLM\n"
+        + _stub_class("MoonViT3dPretrainedModel", "PreTrainedModel")
+        + _stub_class("KimiK25ForConditionalGeneration", "PreTrainedModel"))
+    files["tool_declaration_ts.py"] = (
+        _STANDIN % "tool_declaration_ts.py"
+        + "\n\ndef encode_tools_to_typescript_style(tools):  # pragma: no cover\n"
+          "    \"\"\"The real one renders OpenAI tool schemas as TypeScript declarations for the chat template.\"\"\"\n"
+          "    raise NotImplementedError(\"sandbox stand-in: encode_tools_to_typescript_style\")\n")
+    files["tokenization_kimi.py"] = (
+        _STANDIN % "tokenization_kimi.py"
+        + "\nimport os\nfrom logging import getLogger\n\nimport tiktoken\nfrom tiktoken.load import load_tiktoken_bpe\n"
+          "from transformers.tokenization_utils import PreTrainedTokenizer\n\n"
+          "from .tool_declaration_ts import encode_tools_to_typescript_style\n\n"
+          "logger = getLogger(__name__)\nVOCAB_FILES_NAMES = {\"vocab_file\": \"tiktoken.model\"}\n\n\n"
+          "class TikTokenTokenizer(PreTrainedTokenizer):\n"
+          "    vocab_files_names = VOCAB_FILES_NAMES\n"
+          "    model_input_names = [\"input_ids\", \"attention_mask\"]\n\n"
+          "    def __init__(self, vocab_file, **kwargs):  # pragma: no cover\n"
+          "        raise NotImplementedError(\"sandbox stand-in: TikTokenTokenizer\")\n")
+    files["media_utils.py"] = (
+        _STANDIN % "media_utils.py"
+        + "\nfrom datetime import datetime, timezone\n\n\n"
+          "def ensure_media_type(media):  # pragma: no cover\n"
+          "    raise NotImplementedError(\"sandbox stand-in: ensure_media_type\")\n")
+    files["kimi_k25_vision_processing.py"] = (
+        _STANDIN % "kimi_k25_vision_processing.py"
+        + "\nfrom transformers.image_processing_utils import BaseImageProcessor\n\n"
+          "from .media_utils import ensure_media_type\n"
+        + _stub_class("KimiK25VisionProcessor", "BaseImageProcessor"))
+    files["kimi_k25_processor.py"] = (
+        _STANDIN % "kimi_k25_processor.py"
+        + "\nfrom transformers.processing_utils import ProcessorMixin\n"
+        + _stub_class("KimiK25Processor", "ProcessorMixin"))
+    return files
+
+
+# Shaped like Kimi's template: role headers with <|im_*|> tokens, the tool declaration block (K2.5's tokenizer
+# passes tools_ts_str, rendered by tool_declaration_ts.py), <think> handling and the tool-call markup the
+# kimi_k2 parsers read.
+CHAT_TEMPLATE = """\
+{%- if tools -%}
+  <|im_system|>tool_declare<|im_middle|>{{ tools_ts_str if tools_ts_str is defined else tools | tojson }}<|im_end|>
+{%- endif -%}
+{%- for message in messages -%}
+  {%- if loop.first and message['role'] != 'system' -%}
+    <|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>
+  {%- endif -%}
+  {%- if message['role'] == 'system' -%}<|im_system|>system<|im_middle|>
+  {%- elif message['role'] == 'user' -%}<|im_user|>user<|im_middle|>
+  {%- elif message['role'] == 'tool' -%}<|im_system|>tool<|im_middle|>## Return of {{ message['tool_call_id'] }}
+{% else -%}<|im_assistant|>assistant<|im_middle|>
+  {%- endif -%}
+  {%- if message['role'] == 'assistant' -%}<think>{{ message.get('reasoning_content', '') }}</think>{%- endif -%}
+  {{- message['content'] if message['content'] is string else '' -}}
+  {%- if message.get('tool_calls') -%}
+    <|tool_calls_section_begin|>
+    {%- for tool_call in message['tool_calls'] -%}
+      <|tool_call_begin|>{{ tool_call['id'] }}<|tool_call_argument_begin|>{{ tool_call['function']['arguments'] }}<|tool_call_end|>
+    {%- endfor -%}
+    <|tool_calls_section_end|>
+  {%- endif -%}
+  <|im_end|>
+{%- endfor -%}
+{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- if thinking is defined and thinking is false -%}<think></think>{%- else -%}<think>{%- endif -%}{%- endif -%}
+"""
+
+
 def tokenizer_files():
     special = {"163584": "[BOS]", "163585": "[EOS]", "163586": "<|im_end|>", "163601": "<|im_user|>",
                "163587": "<|im_assistant|>", "163588": "<|im_system|>", "163595": "<|tool_calls_section_begin|>",
@@ -282,42 +395,29 @@ def tokenizer_files():
         "clean_up_tokenization_spaces": False, "model_max_length": 1000000000000000019884624838656,
         "tokenizer_class": "TikTokenTokenizer",
     }
+    preprocessor = {
+        "auto_map": {"AutoImageProcessor": "kimi_k25_vision_processing.KimiK25VisionProcessor",
+                     "AutoProcessor": "kimi_k25_processor.KimiK25Processor"},
+        "image_processor_type": "KimiK25VisionProcessor",
+        # the keys SGLang 0.5.23 reads from media_proc_cfg (srt/multimodal/processors/kimi_k25.py); values scaled
+        "media_proc_cfg": {"patch_size": 14, "merge_kernel_size": 2, "in_patch_limit": 16384,
+                           "patch_limit_on_one_side": 512, "image_mean": [0.5, 0.5, 0.5],
+                           "image_std": [0.5, 0.5, 0.5]},
+    }
     import base64
+    # tiktoken's BPE file format (load_tiktoken_bpe): "<base64 token bytes> <rank>" per line; 256 byte tokens here.
     tiktoken = "".join("%s %d\n" % (base64.b64encode(bytes([i])).decode(), i) for i in range(256))
-    # Remote code as the real repository lays it out: AutoConfig's module, the tokenizer module with its
-    # VOCAB_FILES_NAMES (transformers resolves tiktoken.model from it) and its relative import of
-    # tool_declaration_ts.py. Stand-ins: loading them for real is not supported.
-    configuration = ('"""Sandbox placeholder for Kimi-K2.5\'s configuration_kimi_k25.py (remote code)."""\n\n\n'
-                     'class KimiK25Config:  # pragma: no cover\n'
-                     '    model_type = "kimi_k25"\n')
-    tokenization = ('"""Sandbox placeholder for Kimi\'s tokenization_kimi.py (remote code).\n\n'
-                    'The real file wraps tiktoken.model; this stand-in only exists so that a file listing\n'
-                    'matches the real repository. Loading it is not supported."""\n\n'
-                    'from .tool_declaration_ts import encode_tools_to_typescript_style  # noqa: F401\n\n'
-                    'VOCAB_FILES_NAMES = {"vocab_file": "tiktoken.model"}\n\n\n'
-                    'class TikTokenTokenizer:  # pragma: no cover\n'
-                    '    vocab_files_names = VOCAB_FILES_NAMES\n\n'
-                    '    def __init__(self, *args, **kwargs):\n'
-                    '        raise NotImplementedError("sandbox stand-in tokenizer")\n')
-    tool_declaration = ('"""Sandbox placeholder for Kimi\'s tool_declaration_ts.py (imported by tokenization_kimi.py)."""'
-                        '\n\n\ndef encode_tools_to_typescript_style(tools):  # pragma: no cover\n'
-                        '    raise NotImplementedError("sandbox stand-in")\n')
-    chat = ("{%- for message in messages -%}<|im_{{ message['role'] }}|>{{ message['role'] }}<|im_middle|>"
-            "{{ message['content'] }}<|im_end|>{%- endfor -%}"
-            "{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>"
-            "{%- if thinking is defined and thinking is false -%}<think></think>{%- else -%}<think>{%- endif -%}"
-            "{%- endif -%}\n")
     gen = {"bos_token_id": 163584, "eos_token_id": 163586, "max_length": 262144, "temperature": 1.0,
            "top_p": 0.95, "transformers_version": "4.57.1"}
-    return {
+    files = {
         "tokenizer_config.json": json.dumps(tok_cfg, indent=2) + "\n",
+        "preprocessor_config.json": json.dumps(preprocessor, indent=2) + "\n",
         "tiktoken.model": tiktoken,
-        "tokenization_kimi.py": tokenization,
-        "tool_declaration_ts.py": tool_declaration,
-        "configuration_kimi_k25.py": configuration,
-        "chat_template.jinja": chat,
+        "chat_template.jinja": CHAT_TEMPLATE,
         "generation_config.json": json.dumps(gen, indent=2) + "\n",
     }
+    files.update(remote_code_files())
+    return files
 
 
 def _sha256(path, bufsize=1 << 20):

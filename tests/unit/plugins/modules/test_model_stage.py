@@ -31,6 +31,8 @@ def source(tmp_path):
     (src / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"]}))
     (src / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 262144}))
     (src / "tiktoken.model").write_bytes(b"abc 0\n")
+    # tokenizer_config.json has no chat_template, so the checkpoint needs chat_template.jinja (model_files)
+    (src / "chat_template.jinja").write_text("{{ messages[0]['content'] }}\n")
     (src / "modeling_kimi_k25.py").write_text("# remote code\n")
     (src / "original.bin").write_bytes(b"x" * 10)
     (src / ".gitattributes").write_text("*.safetensors filter=lfs\n")
@@ -73,8 +75,8 @@ def test_first_run_stages_verifies_and_activates(source, tmp_path, module_runner
     assert not (tmp_path / "store" / "Kimi-K2.5" / "r1.partial").exists()
     assert sorted(result["skipped"]) == ["docs/", "original.bin"]
     staged = sorted(os.listdir(str(final)))
-    assert staged == sorted([".manifest.json", "config.json", "model.safetensors.index.json", "modeling_kimi_k25.py",
-                             "tiktoken.model", "tokenizer_config.json"] + SHARDS)
+    assert staged == sorted([".manifest.json", "chat_template.jinja", "config.json", "model.safetensors.index.json",
+                             "modeling_kimi_k25.py", "tiktoken.model", "tokenizer_config.json"] + SHARDS)
     manifest = json.loads((final / ".manifest.json").read_text())
     for rel, rec in manifest["files"].items():
         st = os.stat(str(final / rel))
@@ -103,7 +105,7 @@ def test_check_mode_touches_nothing(source, tmp_path, module_runner):
     assert kind == "exit", result
     assert result["changed"] is True
     assert result["copied_bytes"] == result["total_bytes"]
-    assert any(a.startswith("copy 8 file(s)") for a in result["actions"])
+    assert any(a.startswith("copy 9 file(s)") for a in result["actions"])
     assert not (tmp_path / "store").exists()
 
 

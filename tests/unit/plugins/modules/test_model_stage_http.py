@@ -50,6 +50,7 @@ def mirror_dir(tmp_path):
     (src / "config.json").write_text(json.dumps({"architectures": ["KimiK25ForConditionalGeneration"]}))
     (src / "tokenizer_config.json").write_text(json.dumps({"model_max_length": 262144}))
     (src / "tiktoken.model").write_bytes(b"abc 0\n")
+    (src / "chat_template.jinja").write_text("{{ messages[0]['content'] }}\n")
     write_sums(src)
     return src
 
@@ -113,7 +114,7 @@ def test_check_mode_downloads_nothing(hub, tmp_path, module_runner):
     kind, result = module_runner(model_stage, args(hub, tmp_path), check_mode=True)
     assert kind == "exit", result
     assert result["changed"] is True and result["copied_bytes"] == result["total_bytes"] > 0
-    assert result["actions"][0].startswith("download 8 file(s)")
+    assert result["actions"][0].startswith("download 9 file(s)")
     assert not (tmp_path / "store").exists()
     assert hub.body_bytes(SHARDS[0]) == 0
 
