@@ -47,10 +47,11 @@ def suppressed_command(journalctl, unit, invocation_ids):
     return cmd + ["OBJECT_SYSTEMD_INVOCATION_ID=%s" % i for i in invocation_ids]
 
 
-def run_lines_command(journalctl, unit, invocation_id):
-    """argv listing the timestamps and priorities of one run's own lines (JSON lines)."""
+def run_lines_command(journalctl, unit, invocation_id, last=None):
+    """argv listing the timestamps and priorities of one run's own lines (JSON lines); only its ``last`` lines when
+    given (a run that served for a week has hundreds of MB of them; a crash dump is at its end)."""
     return [journalctl, "-u", unit, "-o", "json", "--no-pager", "--output-fields=PRIORITY",
-            "_SYSTEMD_INVOCATION_ID=%s" % invocation_id]
+            "_SYSTEMD_INVOCATION_ID=%s" % invocation_id] + (["-n", str(int(last))] if last else [])
 
 
 def _json_lines(text):
@@ -164,7 +165,7 @@ def journal_completeness(run_command, journalctl, systemctl, unit, invocation_id
                                       "-p", "LogRateLimitBurst"])
         show = show if rc == 0 else ""
     interval, burst = parse_rate_limit(show, _journald_texts() if journald_texts is None else journald_texts)
-    rc, out, _err = run_command(run_lines_command(journalctl, unit, ids[-1]))
+    rc, out, _err = run_command(run_lines_command(journalctl, unit, ids[-1], last=max(4 * burst, 50000)))
     entries = []
     for entry in _json_lines(out if rc == 0 else ""):
         try:

@@ -157,7 +157,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.journal_notices import journal_completeness
 from ansible.module_utils.sglang_log import classify, crash_advice, parse_log
-from ansible.module_utils.sglang_observe import UnitObserver
+from ansible.module_utils.sglang_observe import UnitObserver, run_bounded
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
@@ -232,7 +232,8 @@ def main():
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
                   schedulers=v["schedulers"])
-    result["journal"] = journal_completeness(module.run_command, module.get_bin_path("journalctl"),
+    result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),
+                                             module.get_bin_path("journalctl"),
                                              module.get_bin_path("systemctl"), module.params["unit"],
                                              v["invocation_ids"])
     if v["verdict"] != "ready":

@@ -23,6 +23,11 @@ def recorded(name):
     def run(argv):
         calls.append(list(argv))
         got = by_argv.get(tuple(argv))
+        if got is None and len(argv) > 2 and argv[-2] == "-n":  # "the last N lines" of a recorded listing
+            whole = by_argv.get(tuple(argv[:-2]))
+            if whole is not None:
+                lines = whole["stdout"].splitlines(True)
+                return whole["rc"], "".join(lines[-int(argv[-1]):]), ""
         assert got is not None, "not recorded: %s" % argv
         return got["rc"], got["stdout"], ""
     return case, run, calls
@@ -70,7 +75,8 @@ def test_crash_without_a_later_line_is_maybe_incomplete_from_the_line_count():
     got = jn.journal_completeness(run, "journalctl", "systemctl", case["unit"], [first], [])
     assert got["complete"] is None and got["suppressed"] == 0
     assert "the last run logged 45 lines within 5 s, the unit's LogRateLimitBurst=20" in got["warning"]
-    assert calls[-1] == jn.run_lines_command("journalctl", case["unit"], first)
+    # only the run's last lines are read (a week of serving is not): 4 x the burst, at least 50000
+    assert calls[-1] == jn.run_lines_command("journalctl", case["unit"], first, last=50000)
 
 
 def test_per_unit_zero_falls_back_to_journald_conf():
@@ -126,9 +132,9 @@ def test_sglang_health_report_says_the_log_is_incomplete(module_runner, monkeypa
             obs.update(schedulers=0, activity=None, gpu=None, http_code=None, log=parse(""))
             return obs
 
-    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
     monkeypatch.setattr(sglang_health, "make_observer", lambda module: CrashedUnit())
+    monkeypatch.setattr(sglang_health, "run_bounded", lambda argv, timeout: run_command(None, argv))
     kind, result = module_runner(sglang_health, {"unit": "flood.service", "tp_size": 8, "timeout": 5})
     assert kind == "fail" and result["verdict"] == "crashed"
     assert result["journal"]["complete"] is False and result["journal"]["suppressed"] == 955
