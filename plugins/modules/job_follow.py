@@ -13,8 +13,9 @@ DOCUMENTATION = r"""
 module: job_follow
 short_description: Follow a background (async, poll 0) job to its end, printing each new progress line
 description:
-  - An action plugin. Each round calls M(job_progress) on the node, which waits up to O(interval) seconds for the job
-    to end and reads the last line of O(progress_file); a new line is printed at default verbosity.
+  - An action plugin. Each round runs one small shell command on the node, which waits there up to O(interval)
+    seconds for the job to end, then prints the job's results file and the last line of O(progress_file); a new line
+    is printed at default verbosity.
   - The rounds are a loop on the controller, so their number has no limit (a task file that includes itself once
     per round dies of RecursionError after about 300 rounds on ansible-core 2.19).
   - Returns the job's own result, plus RV(rounds) and RV(progress_shown); fails after O(timeout) seconds.
@@ -59,7 +60,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 rounds:
-  description: Rounds it took (one remote call each).
+  description: Rounds it took (one shell command on the node each).
   returned: always
   type: int
 progress_shown:
