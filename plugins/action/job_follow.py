@@ -29,7 +29,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 display = Display()
-RESULT, PROGRESS = "@@job_follow:result@@", "@@job_follow:progress@@"
+RESULT = "@@job_follow:result@@"
+PROGRESS = "@@job_follow:progress@@"
 
 
 def round_command(results_file, progress_file, wait):
