@@ -30,6 +30,13 @@ options:
         (C(systemctl show -p ControlGroup)), not by the MainPID tree, and returned in RV(own_unit); a unit that does
         not exist yet has none.
     type: str
+  timeout:
+    description:
+      - Seconds each nvidia-smi (and systemctl) call may take before it is killed (coreutils C(timeout)) and
+        reported with RV(error_kind) C(timeout). nvidia-smi hangs on a GPU that fell off the bus (Xid 79) or a driver
+        stuck in recovery; a preflight must say so rather than wait forever.
+    type: int
+    default: 60
   fail_on_error:
     description:
       - When true, a missing nvidia-smi, C(No devices were found), NVML errors or unparsable output fail the task.
@@ -107,6 +114,11 @@ error:
   returned: when fail_on_error is false and reading failed
   type: str
   sample: "nvidia-smi reported 'No devices were found' (exit code 6): ..."
+error_kind:
+  description: What went wrong - C(missing), C(no_devices), C(driver), C(nvml), C(failed), C(parse) or C(timeout).
+  returned: when reading failed
+  type: str
+  sample: timeout
 """
 
 import os
@@ -144,8 +156,22 @@ def find_nvidia_smi(module):
         "driver (e.g. nvidia-driver-580 / nvidia-utils-580) or set nvidia_smi_path" % ":".join(searched), "missing")
 
 
+def bounded_argv(module, argv):
+    """``argv`` under coreutils ``timeout`` (SIGTERM after O(timeout) s, SIGKILL 5 s later) when it is installed."""
+    timeout_bin = module.get_bin_path("timeout")
+    seconds = int(module.params.get("timeout") or 0)
+    if not timeout_bin or seconds <= 0:
+        return list(argv)
+    return [timeout_bin, "-k", "5", str(seconds)] + list(argv)
+
+
 def run_query(module, binary, args):
-    rc, out, err = module.run_command([binary] + args, environ_update={"LC_ALL": "C"})
+    rc, out, err = module.run_command(bounded_argv(module, [binary] + args), environ_update={"LC_ALL": "C"})
+    if rc in (124, 137) and module.get_bin_path("timeout"):
+        raise NvidiaSmiError(
+            "nvidia-smi %s did not answer within %s s (killed). A GPU that fell off the bus (dmesg: Xid 79) or a "
+            "driver in recovery hangs nvidia-smi; check `dmesg | grep -i xid` and `nvidia-smi -L` on the host"
+            % (args[0], module.params["timeout"]), "timeout")
     failure = classify_failure(rc, out, err)
     if failure is not None:
         raise failure
@@ -171,7 +197,7 @@ def own_unit_processes(module, unit, compute_apps, cgroup_root="/sys/fs/cgroup")
     systemctl = module.get_bin_path("systemctl")
     if not systemctl:
         return out
-    rc, text, _err = module.run_command([systemctl, "show", unit, "-p", "ControlGroup,MainPID"])
+    rc, text, _err = module.run_command(bounded_argv(module, [systemctl, "show", unit, "-p", "ControlGroup,MainPID"]))
     if rc != 0:
         return out
     out["control_group"] = parse_show(text)["control_group"]
@@ -186,6 +212,7 @@ def main():
         argument_spec=dict(
             nvidia_smi_path=dict(type="path"),
             own_unit=dict(type="str"),
+            timeout=dict(type="int", default=60),
             fail_on_error=dict(type="bool", default=True),
         ),
         supports_check_mode=True,

@@ -134,3 +134,37 @@ def test_filter_takes_weights_from_the_index_else_the_fallback():
 def test_filter_reports_a_failed_host_capacity():
     assert hicache_filter.preflight_host_errors({"failed": True, "msg": "boom"}, KIMI) == [
         "could not read host capacity: boom"]
+
+
+def test_the_running_units_pool_is_available_to_its_replacement():
+    """A re-run on a serving 768 GB host: the running unit's 8 x 60 GB pool is gone from MemAvailable (~270 GB left).
+    The same --hicache-size fits once that pool is freed by the restart (``after``), not beside a second one
+    (``before``: what preflight computed before it counted the unit's own memory)."""
+    pool = 480 * GB
+    before = hicache_budget({**KIMI, "hicache-size": 60}, mem_available_bytes=270 * GB)
+    assert before["errors"] and before["errors"][0].startswith("HiCache needs 480.0 GB host RAM")
+    after = hicache_budget({**KIMI, "hicache-size": 60}, mem_available_bytes=270 * GB, reclaimable_bytes=pool + GB,
+                           reclaimable_text="sglang-kimi.service")
+    print(after["summary"])
+    assert after["errors"] == []
+    assert after["available_bytes"] == 751 * GB - 10 * GIB
+    assert "+ 481.0 GB held by sglang-kimi.service (freed when it restarts)" in after["summary"]
+
+
+def test_the_running_units_pool_counts_inside_its_cgroup_limit_too():
+    """A container node (limit 768 GB, usage 500 GB of which the unit holds 481 GB): room = 268 + 481 GB."""
+    r = hicache_budget({**KIMI, "hicache-size": 60}, mem_available_bytes=1000 * GB, cgroup_limit_bytes=768 * GB,
+                       cgroup_usage_bytes=500 * GB, reclaimable_bytes=481 * GB)
+    assert r["errors"] == [] and r["available_bytes"] == 749 * GB - 10 * GIB
+    without = hicache_budget({**KIMI, "hicache-size": 60}, mem_available_bytes=1000 * GB, cgroup_limit_bytes=768 * GB,
+                             cgroup_usage_bytes=500 * GB)
+    assert without["errors"]
+
+
+def test_filter_counts_the_own_units_memory_from_host_capacity():
+    capacity = {"memory": {"available_bytes": 270 * GB}, "cgroup": {}, "model": {},
+                "own_unit": {"name": "sglang-kimi.service", "pids": [1, 2], "memory_bytes": 481 * GB}}
+    r = hicache_filter.hicache_budget(capacity, {**KIMI, "hicache-size": 60})
+    assert r["errors"] == [] and "held by sglang-kimi.service" in r["summary"]
+    r = hicache_filter.hicache_budget(dict(capacity, own_unit={}), {**KIMI, "hicache-size": 60})
+    assert r["errors"]

@@ -131,3 +131,35 @@ def test_filter_rejects_other_input():
     with pytest.raises(AnsibleFilterError, match="expects the gpu_facts result"):
         preflight.preflight_gpu_errors("gpus")
     assert "preflight_gpu_errors" in preflight.FilterModule().filters()
+
+
+def serving_node(hog_gpu=3):
+    """gpu_facts of a node that serves: 8 schedulers (one per GPU, as the GPU stand-in lists them from their state
+    files) in the deployed unit's cgroup, and a foreign process on GPU ``hog_gpu``."""
+    gpus, _ = inventory("rtx_pro_6000_x8_idle")
+    apps = [{"pid": 5001 + i, "gpu_uuid": g["uuid"], "process_name": "sglang::scheduler_TP%d" % i,
+             "used_memory_mib": 88000} for i, g in enumerate(gpus)]
+    apps.append({"pid": 7777, "gpu_uuid": gpus[hog_gpu]["uuid"], "process_name": "python3", "used_memory_mib": 20480})
+    own = {"name": "sglang-kimi.service", "control_group": "/system.slice/sglang-kimi.service",
+           "pids": [5000] + [5001 + i for i in range(8)] + [5020, 5021], "gpu_pids": [5001 + i for i in range(8)]}
+    return {"gpus": gpus, "compute_apps": apps, "own_unit": own}
+
+
+def test_the_deployed_units_schedulers_are_its_replacements_and_a_foreign_process_is_named():
+    """Re-run of deploy.yml / rolling redeploy: the unit's own GPU processes (its cgroup's members) pass; the foreign
+    PID on GPU 3 is the only problem, named with its GPU."""
+    facts = serving_node()
+    errors = preflight.preflight_gpu_errors(facts, expected_count=8, expected_compute_capability="12.0",
+                                            cuda_version="13.0")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("GPU 3 (%s) is in use by PID 7777 (python3, 20480 MiB)" % facts["gpus"][3]["uuid"])
+
+
+def test_without_the_units_cgroup_every_scheduler_reads_as_foreign():
+    """What preflight did before it knew the unit's processes: 8 refusals of its own schedulers (+ the hog)."""
+    facts = serving_node()
+    facts["own_unit"] = {"name": "sglang-kimi.service", "pids": [], "gpu_pids": []}
+    errors = preflight.preflight_gpu_errors(facts, expected_count=8, expected_compute_capability="12.0",
+                                            cuda_version="13.0")
+    assert len(errors) == 9
+    assert sum("sglang::scheduler_TP" in e for e in errors) == 8

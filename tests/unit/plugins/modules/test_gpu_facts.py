@@ -22,7 +22,9 @@ def fake_run_command(case):
 
 @pytest.fixture
 def with_smi(monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: "/usr/bin/nvidia-smi")
+    """nvidia-smi at /usr/bin; no coreutils timeout (commands run as they are)."""
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path",
+                        lambda self, name, required=False, opt_dirs=None: "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -108,3 +110,41 @@ def test_parse_lists_every_bad_row():
 
 def test_no_running_processes_text_is_empty():
     assert parse_compute_apps("No running processes found\n") == []
+
+
+def test_a_hanging_nvidia_smi_is_killed_and_reported(module_runner, monkeypatch, tmp_path):
+    """nvidia-smi hangs on a GPU that fell off the bus: the call runs under coreutils timeout and says so."""
+    hang = tmp_path / "nvidia-smi"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    kind, result = module_runner(gpu_facts, {"nvidia_smi_path": str(hang), "timeout": 1, "fail_on_error": False})
+    assert kind == "exit"
+    assert result["error_kind"] == "timeout"
+    assert "did not answer within 1 s" in result["error"] and "Xid 79" in result["error"]
+
+
+def test_own_unit_is_the_units_cgroup_members_and_the_gpu_pids_among_them(tmp_path):
+    """Its processes by cgroup membership (the unit's cgroup and sub-cgroups, as systemd names it), not the MainPID
+    tree: a scheduler that re-parented still counts; a foreign GPU process does not."""
+    cg = tmp_path / "cg"
+    for rel, pids in (("systemd/system.slice/sglang-kimi.service", "4242\n"),
+                      ("systemd/system.slice/sglang-kimi.service/payload", "4250\n4251\n"),
+                      ("systemd/system.slice/other.service", "7777\n")):
+        (cg / rel).mkdir(parents=True, exist_ok=True)
+        (cg / rel / "cgroup.procs").write_text(pids)
+
+    class Module(object):
+        params = {"timeout": 0}
+
+        def get_bin_path(self, name, *a, **k):
+            return "/bin/systemctl" if name == "systemctl" else None
+
+        def run_command(self, argv, **kw):
+            assert argv == ["/bin/systemctl", "show", "sglang-kimi.service", "-p", "ControlGroup,MainPID"]
+            return 0, "ControlGroup=/system.slice/sglang-kimi.service\nMainPID=4242\n", ""
+
+    apps = [{"pid": 4250}, {"pid": 4251}, {"pid": 7777}]
+    own = gpu_facts.own_unit_processes(Module(), "sglang-kimi.service", apps, cgroup_root=str(cg))
+    assert own == {"name": "sglang-kimi.service", "control_group": "/system.slice/sglang-kimi.service",
+                   "pids": [4242, 4250, 4251], "gpu_pids": [4250, 4251]}
+    assert gpu_facts.own_unit_processes(Module(), None, apps)["pids"] == []

@@ -278,3 +278,34 @@ def test_every_observation_call_is_time_boxed(tmp_path):
     assert rc is None and "timed out" in err
     assert sglang_observe.gpu_observation(str(slow), [1], 0.5) is None
     assert sglang_observe.bounded(lambda: __import__("time").sleep(5), 0.2, "default") == "default"
+
+
+def test_silent_capture_with_gpu_memory_moving_is_not_stalled(module_runner, monkeypatch):
+    """Real CUDA graph capture is minutes without a journal line (the tqdm bar redraws with \\r) and without I/O; the
+    GPU memory its graphs take moves with every captured shape, and that change is the evidence of life."""
+    silent = [{"log": "capturing.log", "advance": 10.0, "activity": 7,
+               "gpu": {"memory_mib": 60000 + 50 * i, "busy_pct": 100}} for i in range(9)]
+    script(monkeypatch, silent + [{"log": "ready.log", "http": 200, "gpu": {"memory_mib": 60450, "busy_pct": 0}}])
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30, interval=10.0))
+    assert kind == "exit", result
+    assert [h["verdict"] for h in result["history"]] == ["capturing", "ready"]
+    assert result["elapsed_s"] >= 3 * 30 - 10
+
+
+def test_busy_gpus_with_flat_memory_and_no_log_is_stalled_with_a_hint_at_acs_iommu(module_runner, monkeypatch):
+    """The PCIe/NCCL all-reduce hang: every GPU reads 100 %, nothing else moves, no error is ever logged. Utilization
+    alone is never evidence of life."""
+    script(monkeypatch, [{"log": "capturing.log", "advance": 10.0, "activity": 7,
+                          "gpu": {"memory_mib": 61234, "busy_pct": 100}}] * 6)
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30, interval=10.0))
+    assert kind == "fail" and result["verdict"] == "stalled"
+    assert "GPU memory flat for 30 s" in result["msg"]
+    assert "GPUs are busy (100 %)" in result["msg"] and "ACS" in result["msg"] and "iommu=pt" in result["msg"]
+
+
+def test_idle_gpus_with_flat_memory_stall_without_the_nccl_hint(module_runner, monkeypatch):
+    script(monkeypatch, [{"log": "capturing.log", "advance": 10.0, "activity": 7,
+                          "gpu": {"memory_mib": 61234, "busy_pct": 0}}] * 6)
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30, interval=10.0))
+    assert kind == "fail" and result["verdict"] == "stalled"
+    assert "ACS" not in result["msg"]
