@@ -129,18 +129,24 @@ def parse_meminfo(text):
 
 
 def parse_proc_cgroup(text):
-    """``/proc/self/cgroup`` -> (version, path): 2 for the unified ``0::/path`` line, else 1 with the memory path."""
-    v1 = None
+    """``/proc/self/cgroup`` -> (version, path) of the hierarchy that holds the memory controller: 1 with the v1
+    ``memory`` line's path when there is one, else 2 with the unified ``0::/path`` line's.
+
+    A hybrid host (systemd's default on Ubuntu 20.04 and RHEL 8, and these sandbox VMs) lists both: the ``0::`` line
+    is systemd's unified tree without controllers, the memory limit lives in the v1 ``memory`` hierarchy."""
+    v1 = v2 = None
     for line in text.splitlines():
         parts = line.strip().split(":", 2)
         if len(parts) != 3:
             continue
         if parts[0] == "0" and parts[1] == "":
-            return 2, parts[2] or "/"
-        if "memory" in parts[1].split(","):
+            v2 = parts[2] or "/"
+        elif "memory" in parts[1].split(","):
             v1 = parts[2] or "/"
     if v1 is not None:
         return 1, v1
+    if v2 is not None:
+        return 2, v2
     return None, None
 
 

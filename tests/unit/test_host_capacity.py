@@ -19,6 +19,14 @@ def test_parse_proc_cgroup_versions():
     assert host_capacity.parse_proc_cgroup("") == (None, None)
 
 
+def test_hybrid_hosts_keep_the_memory_limit_in_v1():
+    """/proc/self/cgroup in a podman container on a hybrid (v1 controllers + systemd's unified tree) host, as
+    recorded on a sandbox node with --memory=13824m: the 0:: line has no controllers, the limit is v1's."""
+    text = ("9:name=systemd:/libpod_parent/libpod-3bb6\n8:pids:/libpod_parent/libpod-3bb6\n"
+            "4:memory:/libpod_parent/libpod-3bb6\n1:cpu:/libpod_parent/libpod-3bb6\n0::/libpod_parent/libpod-3bb6\n")
+    assert host_capacity.parse_proc_cgroup(text) == (1, "/libpod_parent/libpod-3bb6")
+
+
 def _write(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as fh:
