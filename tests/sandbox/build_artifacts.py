@@ -9,8 +9,11 @@ refers to a path inside it uses ``/srv/sandbox/...``.
                                  unit serves models/ on 127.0.0.1:8081 (playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
                                  copy it to /etc/sandbox/gpus.json (writable) and edit to inject faults
-    cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/)
+    cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/);
+                                 its cuda-toolkit-13-0 carries NVIDIA's real CUDA 13.0 compiler (cuda_wheels.py)
     cuda-repo/cuda-archive-keyring.gpg
+    debian-repo/                 the node's Debian mirror: real Debian 12 packages the product installs from the
+                                 distribution (g++ and its closure; distro_repo.py)
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
     git/flashinfer.git           bare repo, tag v0.7.2
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
@@ -19,7 +22,9 @@ refers to a path inside it uses ``/srv/sandbox/...``.
                                  index in wheelhouse/simple/ (node index URL file:///srv/sandbox/wheelhouse/simple)
     MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
 
-Every step is idempotent (recipe stamps); a no-op rebuild takes about a second.
+Every step is idempotent (recipe stamps); a no-op rebuild takes about a second. Downloads (NVIDIA's compiler
+wheels, the FlashInfer and torch wheels the real code is read from, the Debian packages) are kept in
+``.sandbox/cache`` (``$SANDBOX_CACHE``), so a new artifacts directory costs no download.
 
 CLI: ``python tests/sandbox/build_artifacts.py [--out DIR] [--shards N] [--shard-mb X] [--force]``
 (needs numpy + safetensors for the checkpoint, e.g. the project venv).
@@ -41,6 +46,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import cuda_repo  # noqa: E402
+import distro_repo  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
 import fake_torch  # noqa: E402
@@ -131,6 +137,13 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         return "%s key %s %s" % (info["node_url"], info["fingerprint"][-16:],
                                  "(rebuilt)" if info["rebuilt"] else "(unchanged)")
 
+    def debian():
+        info = distro_repo.build_debian_repo(out, force=force)
+        manifest["artifacts"]["debian_repo"] = {"url": info["node_url"], "keyring": _node(Path(info["keyring"]), out),
+                                                "roots": info["roots"], "packages": info["packages"]}
+        return "%s %d packages for %s %s" % (info["node_url"], info["packages"], " ".join(info["roots"]),
+                                             "(rebuilt)" if info["rebuilt"] else "(unchanged)")
+
     def model():
         import checkpoint
         d = out / "models" / "Kimi-K2.5"
@@ -184,6 +197,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("bin/fake-hub", mirror)
     step("gpus.json", gpus)
     step("cuda-repo", repo)
+    step("debian-repo", debian)
     step("models/Kimi-K2.5", model)
     step("git/flashinfer.git", flashinfer)
     step("git/sglang.git", sglang)

@@ -19,6 +19,7 @@ SANDBOX = Path(__file__).resolve().parents[1] / "sandbox"
 sys.path.insert(0, str(SANDBOX))
 
 import cuda_repo  # noqa: E402
+import cuda_wheels  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
 
@@ -288,6 +289,12 @@ def test_checkpoint_deterministic_and_idempotent(ckpt, tmp_path):
 needs_apt_tools = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gpg", "gpgv")),
     reason="dpkg-deb, apt-ftparchive, gpg and gpgv are needed")
+# nvcc compiles host code with g++ (scripts/bootstrap.sh installs it on the controller)
+needs_gxx = pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)")
+TOOLKIT_DEBS = ("cuda-nvcc-13-0_13.0.88-1", "cuda-crt-13-0_13.0.88-1", "cuda-nvvm-13-0_13.0.88-1",
+                "cuda-cccl-13-0_13.0.85-1", "cuda-cudart-13-0_13.0.96-1", "cuda-cudart-dev-13-0_13.0.96-1",
+                "cuda-cuobjdump-13-0_13.2.51-1")
+KERNEL = SANDBOX / "kernels" / "rmsnorm.cu"
 
 
 @pytest.fixture(scope="module")
@@ -297,6 +304,18 @@ def repo(tmp_path_factory):
     out = tmp_path_factory.mktemp("artifacts")
     info = cuda_repo.build_cuda_repo(out)
     return out, info
+
+
+@pytest.fixture(scope="module")
+def cuda13():
+    """The real CUDA 13.0 toolkit assembled from NVIDIA's wheels (downloaded once into .sandbox/cache)."""
+    return cuda_wheels.toolkit()["home"]
+
+
+def _cuobjdump(home, path):
+    p = subprocess.run([str(home / "bin/cuobjdump"), "--list-elf", "--list-ptx", str(path)], capture_output=True,
+                       text=True)
+    return p.stdout + p.stderr
 
 
 @needs_apt_tools
@@ -309,7 +328,16 @@ def test_repo_packages_index(repo):
     tk = [s for s in stanzas if s["Package"] == "cuda-toolkit-13-0"]
     assert sorted(s["Version"] for s in tk) == ["13.0.0-1", "13.0.2-1"]
     assert all(s["Architecture"] == "amd64" and s["Filename"].startswith("./") for s in tk)
-    assert "cuda-nvcc-13-0 (>= 13.0.88)" in next(s for s in tk if s["Version"] == "13.0.2-1")["Depends"]
+    update2 = next(s for s in tk if s["Version"] == "13.0.2-1")["Depends"]
+    for dep in ("cuda-nvcc-13-0 (>= 13.0.88)", "cuda-cudart-dev-13-0 (>= 13.0.96)", "cuda-cccl-13-0 (>= 13.0.85)",
+                "cuda-cuobjdump-13-0"):
+        assert dep in update2
+    nvcc = next(s for s in stanzas if s["Package"] == "cuda-nvcc-13-0")
+    assert nvcc["Version"] == "13.0.88-1" and nvcc["Depends"].startswith(
+        "cuda-crt-13-0 (>= 13.0.88), cuda-nvvm-13-0 (>= 13.0.88)")
+    assert int(nvcc["Installed-Size"]) > 100_000  # the real compiler (~110 MB), not a script
+    for deb in TOOLKIT_DEBS:
+        assert (r / (deb + "_amd64.deb")).is_file(), deb
     assert (r / "cuda-keyring_1.1-1_all.deb").is_file() and (r / "3bf863cc.pub").is_file()
     release = (r / "Release").read_text()
     for name in ("Packages", "Packages.gz"):
@@ -332,7 +360,11 @@ def test_repo_signatures_verify(repo, tmp_path):
 
 
 @needs_apt_tools
-def test_repo_keyring_deb_and_nvcc(repo, tmp_path):
+@needs_gxx
+def test_repo_toolkit_debs_hold_the_real_compiler(repo, tmp_path):
+    """Unpacked like dpkg would, the debs make /usr/local/cuda-13.0 with the real nvcc: it reports V13.0.88,
+    lists sm_120, compiles compute_120f to sm_120 SASS (read back with the packaged cuobjdump) and refuses
+    an arch it does not know with its own message."""
     _, info = repo
     r = Path(info["repo"])
     root = tmp_path / "root"
@@ -341,17 +373,52 @@ def test_repo_keyring_deb_and_nvcc(repo, tmp_path):
     assert (root / "etc/apt/sources.list.d/cuda-debian12-x86_64.list").read_text() == (
         "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n")
-    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-nvcc-13-0_13.0.88-1_amd64.deb"), str(root)], check=True)
-    out = subprocess.run([str(root / "usr/local/cuda-13.0/bin/nvcc"), "--version"], capture_output=True,
-                         text=True, check=True).stdout
+    for deb in TOOLKIT_DEBS:
+        subprocess.run(["dpkg-deb", "-x", str(r / (deb + "_amd64.deb")), str(root)], check=True)
+    home = root / "usr/local/cuda-13.0"
+    nvcc = str(home / "bin/nvcc")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     assert "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n" in out
-    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-cudart-13-0_13.0.96-1_amd64.deb"), str(root)], check=True)
-    lib = root / "usr/local/cuda-13.0/lib64/libcudart.so.13"
-    assert os.readlink(root / "usr/local/cuda-13.0/lib64") == "targets/x86_64-linux/lib"
-    assert lib.read_bytes()[:4] == b"\x7fELF"
+    assert "sm_120" in subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True).stdout.split()
+    assert os.readlink(home / "lib64") == "targets/x86_64-linux/lib"
+    assert os.readlink(home / "include") == "targets/x86_64-linux/include"
+    assert (home / "lib64/libcudart.so.13").resolve().name == "libcudart.so.13.0.96"
+    assert (home / "include/cuda_runtime.h").is_file() and (home / "include/cccl/cuda/std/version").is_file()
+    obj = tmp_path / "k.o"
+    subprocess.run([nvcc, "-c", "-gencode", "arch=compute_120f,code=sm_120f", "-o", str(obj), str(KERNEL)],
+                   check=True, capture_output=True)
+    assert re.search(r"ELF file +1: .*\.sm_120\.cubin", _cuobjdump(home, obj))
+    bad = subprocess.run([nvcc, "-c", "-gencode", "arch=compute_999,code=sm_999", "-o", str(obj), str(KERNEL)],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "nvcc fatal   : Unsupported gpu architecture 'compute_999'" in bad.stderr
     post = subprocess.run(["dpkg-deb", "-I", str(r / "cuda-toolkit-13-0-config-common_13.0.96-1_all.deb"),
                            "postinst"], capture_output=True, text=True, check=True).stdout
     assert "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130" in post
+
+
+def test_toolkit_layout_of_wheel_members():
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/bin/nvcc") == ("cuda-nvcc-13-0", "bin/nvcc")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-crt", "nvidia/cu13/include/crt/host_config.h") == (
+        "cuda-crt-13-0", "targets/x86_64-linux/include/crt/host_config.h")
+    assert cuda_wheels.toolkit_path("nvidia-nvvm", "nvidia/cu13/lib/libnvvm.so.4") == (
+        "cuda-nvvm-13-0", "nvvm/lib64/libnvvm.so.4")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-runtime", "nvidia/cu13/lib/libcudart.so.13") == (
+        "cuda-cudart-13-0", "targets/x86_64-linux/lib/libcudart.so.13.0.96")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-runtime", "nvidia/cu13/lib/libcudart_static.a") == (
+        "cuda-cudart-dev-13-0", "targets/x86_64-linux/lib/libcudart_static.a")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/.metadata/provenance.txt") is None
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia_cuda_nvcc-13.0.88.dist-info/RECORD") is None
+    with pytest.raises(RuntimeError, match="no place in the toolkit layout"):
+        cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/share/doc")
+
+
+def test_fetch_refuses_a_wheel_whose_sha256_is_not_the_pinned_one(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.whl").write_bytes(b"not the wheel")
+    pin = cuda_wheels.Wheel("nvidia-cuda-crt", "13.0.88", "0" * 64)
+    with pytest.raises(RuntimeError, match="has sha256 .* pinned 0000"):
+        cuda_wheels.fetch([pin], cache=tmp_path)
 
 
 @needs_apt_tools
@@ -363,27 +430,53 @@ def test_repo_idempotent_key_stable(repo):
     assert forced["rebuilt"] is True and forced["fingerprint"] == info["fingerprint"]
 
 
-@needs_apt_tools
-@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
-def test_repo_apt_get_update_and_simulate(repo, tmp_path):
-    _, info = repo
-    d = tmp_path / "apt"
+def _apt_opts(d, sources_line):
     for sub in ("etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial"):
         (d / sub).mkdir(parents=True)
     (d / "state/status").write_text("")
-    (d / "etc/sources.list").write_text("deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
+    (d / "etc/sources.list").write_text(sources_line)
     opts = []
     for k, v in (("Dir::Etc::sourcelist", d / "etc/sources.list"), ("Dir::Etc::sourceparts", d / "etc/sources.list.d"),
                  ("Dir::Etc::preferencesparts", d / "etc/preferences.d"), ("Dir::State", d / "state"),
                  ("Dir::State::status", d / "state/status"), ("Dir::Cache", d / "cache"),
                  ("Debug::NoLocking", "1"), ("APT::Architecture", "amd64")):
         opts += ["-o", "%s=%s" % (k, v)]
+    return opts
+
+
+@needs_apt_tools
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
+def test_repo_apt_get_update_and_simulate(repo, tmp_path):
+    _, info = repo
+    opts = _apt_opts(tmp_path / "apt", "deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
     upd = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
     assert upd.returncode == 0 and "not signed" not in upd.stderr, upd.stderr
     sim = subprocess.run(["apt-get", *opts, "--simulate", "install", "cuda-toolkit-13-0=13.0.0-1"],
                          capture_output=True, text=True)
     assert sim.returncode == 0, sim.stderr
     assert "Inst cuda-toolkit-13-0 (13.0.0-1" in sim.stdout and "Inst cuda-nvcc-13-0 (13.0.88-1" in sim.stdout
+    assert "Inst cuda-crt-13-0 (13.0.88-1" in sim.stdout and "Inst cuda-cuobjdump-13-0 (13.2.51-1" in sim.stdout
+
+
+@needs_apt_tools
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
+def test_debian_repo_serves_the_host_compiler_closure(tmp_path):
+    """The node's Debian mirror stand-in holds real Debian packages: g++ resolves from it alone (an empty dpkg
+    status, so every dependency must be in the repo), and the index is signed with the sandbox key."""
+    import distro_repo
+    info = distro_repo.build_debian_repo(tmp_path / "artifacts")
+    names = {p.name.split("_")[0] for p in Path(info["repo"]).glob("*.deb")}
+    assert {"g++", "g++-12", "gcc-12", "cpp-12", "libstdc++-12-dev", "libc6-dev", "binutils"} <= names
+    assert not any("%3a" in p.name for p in Path(info["repo"]).glob("*.deb"))  # epochs are not in pool names
+    assert subprocess.run(["gpgv", "--keyring", info["keyring"], str(Path(info["repo"]) / "InRelease")],
+                          capture_output=True).returncode == 0
+    opts = _apt_opts(tmp_path / "apt", "deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
+    upd = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
+    assert upd.returncode == 0, upd.stderr
+    sim = subprocess.run(["apt-get", *opts, "--simulate", "install", "g++"], capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    assert re.search(r"^Inst g\+\+-12 ", sim.stdout, re.M) and re.search(r"^Inst libc6-dev ", sim.stdout, re.M)
+    assert distro_repo.build_debian_repo(tmp_path / "artifacts")["rebuilt"] is False
 
 
 # ============================================================================================ flashinfer
@@ -397,11 +490,7 @@ def fi_repo(tmp_path_factory):
 
 
 def _fake_cuda(root: Path, toolkit="13.0.2"):
-    nvcc = root / "bin" / "nvcc"
-    nvcc.parent.mkdir(parents=True)
-    nvcc.write_text(cuda_repo.nvcc_script(toolkit, cuda_repo.RELEASES[toolkit]))
-    nvcc.chmod(0o755)
-    return root
+    return cuda_wheels.toolkit()["home"]  # the real nvcc 13.0.88 (the stand-in build asks it for its release)
 
 
 def _build_wheel(checkout: Path, dest: Path, env_extra):
