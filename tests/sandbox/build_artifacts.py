@@ -15,11 +15,12 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     debian-repo/                 the node's Debian mirror: real Debian 12 packages the product installs from the
                                  distribution (g++ and its closure; distro_repo.py)
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
-    git/flashinfer.git           bare repo, tag v0.7.2
+    git/flashinfer.git           bare repo, tag v0.7.2 (with FlashInfer 0.7.2's own arch-flag code, real_sources.py)
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
-    wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py), with a PEP 503
-                                 index in wheelhouse/simple/ (node index URL file:///srv/sandbox/wheelhouse/simple)
+    wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py, with torch 2.14.1's own
+                                 cpp_extension arch-flag functions), with a PEP 503 index in wheelhouse/simple/
+                                 (node index URL file:///srv/sandbox/wheelhouse/simple)
     MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
 
 Every step is idempotent (recipe stamps); a no-op rebuild takes about a second. Downloads (NVIDIA's compiler
@@ -50,6 +51,7 @@ import distro_repo  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
 import fake_torch  # noqa: E402
+import real_sources  # noqa: E402
 
 
 def _write_if_changed(path: Path, data: bytes, mode=0o644):
@@ -183,7 +185,8 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
                                                                         len(names))
 
     def torch_wheel():
-        name, changed = fake_torch.build_torch_wheel(out / "wheelhouse")
+        name, changed = fake_torch.build_torch_wheel(out / "wheelhouse",
+                                                     cpp_extension=real_sources.torch_cpp_extension())
         manifest["artifacts"]["torch_wheel"] = {"path": _node(out / "wheelhouse" / name, out),
                                                 "index_url": "file://%s/wheelhouse/simple" % NODE_MOUNT,
                                                 "version": fake_torch.DEFAULT_VERSION}

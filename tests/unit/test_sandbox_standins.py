@@ -22,6 +22,8 @@ import cuda_repo  # noqa: E402
 import cuda_wheels  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
+import fake_torch  # noqa: E402
+import real_sources  # noqa: E402
 
 SMI = SANDBOX / "fake_nvidia_smi.py"
 ALL_FIELDS = "index,name,uuid,compute_cap,memory.total,memory.used,driver_version,persistence_mode,pci.bus_id"
@@ -489,17 +491,32 @@ def fi_repo(tmp_path_factory):
     return g, sha
 
 
-def _fake_cuda(root: Path, toolkit="13.0.2"):
-    return cuda_wheels.toolkit()["home"]  # the real nvcc 13.0.88 (the stand-in build asks it for its release)
+@pytest.fixture(scope="module")
+def torch_path(tmp_path_factory):
+    """The stand-in torch package, with torch 2.14.1's own cpp_extension functions, for PYTHONPATH."""
+    d = tmp_path_factory.mktemp("torch")
+    fake_torch.write_package(d, cpp_extension=real_sources.torch_cpp_extension())
+    return d
 
 
-def _build_wheel(checkout: Path, dest: Path, env_extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST")}
+def _build(checkout: Path, dest: Path, env_extra, torch_path, backend="build_backend"):
+    """Run a stand-in's PEP 517 build_wheel as pip's build environment would: torch (the stand-in) and packaging
+    importable, nothing from the host's CUDA or arch variables."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                        "FLASHINFER_NVCC_THREADS")}
     env["PATH"] = "/usr/bin:/bin"
+    env["PYTHONPATH"] = str(torch_path)
+    env["FAKE_TORCH_NVIDIA_SMI"] = str(SMI)
     env.update(env_extra)
-    code = "import build_backend, sys; print(build_backend.build_wheel(sys.argv[1]))"
+    code = "import %s as b, sys; print(b.build_wheel(sys.argv[1]))" % backend
     return subprocess.run([sys.executable, "-c", code, str(dest)], cwd=checkout, env=env, capture_output=True,
                           text=True)
+
+
+def _checkout(git_dir, tag, dest):
+    subprocess.run(["git", "clone", "-q", "--branch", tag, str(git_dir), str(dest)], check=True, capture_output=True)
+    return dest
 
 
 def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
@@ -513,64 +530,141 @@ def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
     assert fake_sources.build_flashinfer_repo(g) == sha  # no-op
 
 
-def test_flashinfer_build_records_env_and_needs_nvcc(fi_repo, tmp_path):
-    g, sha = fi_repo
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", str(g), str(co)], check=True)
-    subprocess.run(["git", "-C", str(co), "-c", "advice.detachedHead=false", "checkout", "-q", "v0.7.2"], check=True)
-    assert '__version__ = "0.7.2"' in (co / "flashinfer/_version.py").read_text()
+def test_flashinfer_repo_carries_flashinfers_own_arch_code(fi_repo, tmp_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
+    real = real_sources.flashinfer_files()
+    assert (co / "flashinfer/compilation_context.py").read_text() == real["flashinfer/compilation_context.py"]
+    assert "class CompilationContext:" in real["flashinfer/compilation_context.py"]
+    cpp_ext = (co / "flashinfer/jit/cpp_ext.py").read_text()
+    assert "flashinfer-python\n0.7.2's flashinfer/jit/cpp_ext.py" in cpp_ext
+    for fn in real_sources.FLASHINFER_CPP_EXT_FUNCTIONS:
+        assert "\ndef %s(" % fn in cpp_ext
+    assert sorted(p.name for p in (co / "csrc").glob("*.cu")) == ["rmsnorm.cu", "silu_and_mul.cu"]
+    assert 'requires = ["torch", "packaging"]' in (co / "pyproject.toml").read_text()
+
+
+def test_extract_refuses_a_function_that_needs_more_than_the_stand_in_gives():
+    src = "import os\n\ndef f():\n    return os.getcwd() + helper()\n"
+    with pytest.raises(RuntimeError, match="f now uses helper"):
+        real_sources.extract(src, ["f"], "import os\n", "x.py")
+    assert "def f():" in real_sources.extract(src.replace(" + helper()", ""), ["f"], "import os\n", "x.py")
+    with pytest.raises(RuntimeError, match="no top-level function g"):
+        real_sources.extract(src, ["g"], "import os\n", "x.py")
+
+
+@needs_gxx
+def test_flashinfer_build_compiles_sm120_with_flashinfers_flags(fi_repo, tmp_path, cuda13, torch_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     (tmp_path / "w").mkdir()
-    bad = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")})
-    assert bad.returncode != 0 and "nvcc not found" in bad.stderr
-    cuda = _fake_cuda(tmp_path / "cuda-13.0")
-    comma = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"})
-    assert comma.returncode != 0 and "space-separated" in comma.stderr
-    env = {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
+    bad = _build(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")}, torch_path)
+    assert bad.returncode != 0 and "nvcc not found at %s/bin/nvcc" % (tmp_path / "no-cuda") in bad.stderr
+    comma = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"},
+                   torch_path)
+    # FlashInfer's own parser: split(" ") then "major, minor = arch.split('.')"
+    assert comma.returncode != 0 and "ValueError: too many values to unpack" in comma.stderr
+    env = {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
            "MAX_JOBS": "3", "FLASHINFER_NVCC_THREADS": "2"}
-    ok = _build_wheel(co, tmp_path / "w", env)
+    ok = _build(co, tmp_path / "w", env, torch_path)
     assert ok.returncode == 0, ok.stderr
-    whl = tmp_path / "w" / ok.stdout.strip()
+    whl = tmp_path / "w" / ok.stdout.strip().splitlines()[-1]
     with zipfile.ZipFile(whl) as zf:
         info = json.loads(zf.read("flashinfer/_build_info.json"))
         assert "flashinfer_python-0.7.2.dist-info/RECORD" in zf.namelist()
+        (tmp_path / "_kernels.so").write_bytes(zf.read("flashinfer/_kernels.so"))
     assert info["env"] == env
     assert info["compiled_archs"] == ["sm_120f"] and info["cuda_version"] == "13.0"
+    assert info["nvcc_version"] == "Cuda compilation tools, release 13.0, V13.0.88"
+    assert "-gencode=arch=compute_120f,code=sm_120f" in info["nvcc_flags"] and "--threads=2" in info["nvcc_flags"]
+    assert info["max_jobs"] == 3
+    dump = _cuobjdump(cuda13, tmp_path / "_kernels.so")
+    # one cubin per .cu, named after the library, all sm_120 (a 12.0f family cubin is listed as sm_120)
+    assert re.findall(r"ELF file +\d+: (\S+)", dump) == ["_kernels.1.sm_120.cubin", "_kernels.2.sm_120.cubin"], dump
 
 
-def test_flashinfer_family_arch_needs_cuda_12_9(fi_repo, tmp_path):
-    g, _ = fi_repo
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True,
-                   capture_output=True)
-    cuda = tmp_path / "cuda-12.8"
-    (cuda / "bin").mkdir(parents=True)
-    (cuda / "bin/nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
-    (cuda / "bin/nvcc").chmod(0o755)
+@needs_gxx
+def test_flashinfer_arch_the_compiler_refuses_fails_with_nvccs_message(fi_repo, tmp_path, cuda13, torch_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     (tmp_path / "w").mkdir()
-    r = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f"})
-    assert r.returncode != 0 and "needs CUDA >= 12.9" in r.stderr
-    assert _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0a"}
-                        ).returncode == 0
+    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0x"}, torch_path)
+    assert r.returncode != 0
+    assert "nvcc fatal   : Unsupported gpu architecture 'compute_120x'" in r.stderr
+    assert list((tmp_path / "w").iterdir()) == []  # no wheel from a failed compile
+    # unsuffixed: FlashInfer's own _normalize_cuda_arch asks nvcc's release (13.0 >= 12.9: family "f"); 9.0 -> 9.0a
+    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0 9.0"}, torch_path)
+    assert r.returncode == 0, r.stderr
+    with zipfile.ZipFile(tmp_path / "w" / r.stdout.strip().splitlines()[-1]) as zf:
+        info = json.loads(zf.read("flashinfer/_build_info.json"))
+        (tmp_path / "k.so").write_bytes(zf.read("flashinfer/_kernels.so"))
+    assert info["compiled_archs"] == ["sm_120f", "sm_90a"]
+    dump = _cuobjdump(cuda13, tmp_path / "k.so")
+    assert sorted(re.findall(r"ELF file +\d+: k\.\d+\.(sm_\w+)\.cubin", dump)) == ["sm_120", "sm_120", "sm_90a", "sm_90a"]
 
 
+@needs_gxx
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system python3 with venv")
-def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path):
-    g, _ = fi_repo
+def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path, cuda13):
+    """pip builds the checkout with build isolation from a local wheelhouse (the stand-in torch and packaging),
+    as the role does on a node, and the installed package reports what it was compiled for."""
+    import wheelhouse
     venv = tmp_path / "venv"
     if subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], capture_output=True).returncode != 0:
         pytest.skip("python3 -m venv unavailable")
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True, capture_output=True)
-    cuda = _fake_cuda(tmp_path / "cuda")
-    env = dict(os.environ, CUDA_HOME=str(cuda), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    house = tmp_path / "wheelhouse"
+    fake_torch.build_torch_wheel(house)
+    cached = cuda_wheels.cache_dir() / "wheels"
+    wheelhouse.download_pinned(cached, ["packaging==26.4"])  # the sandbox wheelhouse's pin, downloaded once
+    shutil.copy2(next(cached.glob("packaging-26.4-*.whl")), house)
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
+    env = dict(os.environ, CUDA_HOME=str(cuda13), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH="/usr/bin:/bin")
     env.pop("PIP_FIND_LINKS", None)
-    p = subprocess.run([str(venv / "bin/pip"), "install", "--no-build-isolation", "--no-index", str(co)],
-                       env=env, capture_output=True, text=True)
+    p = subprocess.run([str(venv / "bin/pip"), "install", "--isolated", "--no-index", "--find-links", str(house),
+                        str(co)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     q = subprocess.run([str(venv / "bin/python"), "-c",
-                        "import flashinfer; print(flashinfer.__version__, flashinfer.get_cuda_arch_list())"],
+                        "import flashinfer, os; print(flashinfer.__version__, flashinfer.get_cuda_arch_list(), "
+                        "os.path.getsize(os.path.join(os.path.dirname(flashinfer.__file__), '_kernels.so')) > 0)"],
                        capture_output=True, text=True, check=True)
-    assert q.stdout.strip() == "0.7.2 ['sm_120f']"
+    assert q.stdout.strip() == "0.7.2 ['sm_120f'] True"
+
+
+
+
+# ============================================================================================ sglang build
+@pytest.fixture(scope="module")
+def sglang_checkout(tmp_path_factory):
+    if not shutil.which("git"):
+        pytest.skip("git needed")
+    sys.path.insert(0, str(SANDBOX / "sglang_sim"))
+    try:
+        from build_repo import build_sglang_repo
+    finally:
+        sys.path.remove(str(SANDBOX / "sglang_sim"))
+    d = tmp_path_factory.mktemp("sglang")
+    build_sglang_repo(d / "sglang.git")
+    return _checkout(d / "sglang.git", "v0.5.23", d / "src") / "python"
+
+
+@needs_gxx
+def test_sglang_build_compiles_with_torchs_arch_flags(sglang_checkout, tmp_path, cuda13, torch_path):
+    """The SGLang stand-in compiles csrc/ with torch's own _get_cuda_arch_flags: TORCH_CUDA_ARCH_LIST 12.0 gives
+    sm_120 SASS; 12.0f, which torch does not know, fails with torch's own message; MAX_JOBS sets the jobs."""
+    (tmp_path / "w").mkdir()
+    env = {"CUDA_HOME": str(cuda13), "TORCH_CUDA_ARCH_LIST": "12.0", "MAX_JOBS": "2"}
+    ok = _build(sglang_checkout, tmp_path / "w", env, torch_path, backend="sim_build_backend")
+    assert ok.returncode == 0, ok.stderr
+    with zipfile.ZipFile(tmp_path / "w" / ok.stdout.strip().splitlines()[-1]) as zf:
+        record = json.loads(zf.read("sglang/_kernels.build.json"))
+        (tmp_path / "k.so").write_bytes(zf.read("sglang/_kernels.so"))
+        assert any(line.startswith("sglang/_kernels.so,sha256=") for line in
+                   zf.read("sglang-0.5.23.dist-info/RECORD").decode().splitlines())
+    assert record["flags"][0] == "-gencode=arch=compute_120,code=sm_120" and record["jobs"] == 2
+    assert record["nvcc_version"].endswith("V13.0.88")
+    assert re.findall(r"ELF file +\d+: k\.\d+\.(sm_\w+)\.cubin", _cuobjdump(cuda13, tmp_path / "k.so")) == [
+        "sm_120", "sm_120"]
+    bad = _build(sglang_checkout, tmp_path / "w2", dict(env, TORCH_CUDA_ARCH_LIST="12.0f"), torch_path,
+                 backend="sim_build_backend")
+    assert bad.returncode != 0 and "ValueError: Unknown CUDA arch (12.0f) or GPU not supported" in bad.stderr
 
 
 # ============================================================================================ builder
