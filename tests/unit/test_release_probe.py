@@ -5,6 +5,7 @@ The probe runs as the release venv would run it: a subprocess whose sys.path hol
 come from the nvidia-smi stand-in reading a gpus.json in the temp dir.
 """
 
+import concurrent.futures
 import importlib.util
 import json
 import os
@@ -161,20 +162,22 @@ def objects(tmp_path_factory):
     import standin_cuda
     home = cuda_wheels.toolkit()["home"]
     d = tmp_path_factory.mktemp("objects")
-    built = {}
-    for name, flags in {
+    targets = {
         "sm120f": ["-gencode=arch=compute_120f,code=sm_120f"],
-        "sm120": ["-gencode=arch=compute_120,code=sm_120"],
-        "sm120a": ["-gencode=arch=compute_120a,code=sm_120a"],
         "sm90": ["-gencode=arch=compute_90,code=sm_90"],
         "sm90a": ["-gencode=arch=compute_90a,code=sm_90a"],
         "ptx120": ["-gencode=arch=compute_120,code=compute_120"],
         "sm120a_ptx90": ["-gencode=arch=compute_120a,code=sm_120a", "-gencode=arch=compute_90,code=compute_90"],
-    }.items():
+    }
+
+    def compile_one(name):
         with open(os.devnull, "w") as quiet:
-            standin_cuda.compile_shared(str(home / "bin/nvcc"), [str(KERNEL)], str(d / (name + ".so")), flags, 1,
-                                        str(d / ("obj-" + name)), log=quiet)
-        built[name] = d / (name + ".so")
+            standin_cuda.compile_shared(str(home / "bin/nvcc"), [str(KERNEL)], str(d / (name + ".so")), targets[name],
+                                        1, str(d / ("obj-" + name)), log=quiet)
+        return name, d / (name + ".so")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        built = dict(pool.map(compile_one, targets))
     (d / "plain.so").write_bytes(Path("/bin/true").read_bytes())  # an ELF file without device code
     built["plain"] = d / "plain.so"
     built["cuobjdump"] = home / "bin/cuobjdump"
@@ -192,7 +195,7 @@ def _cuobjdump_args(objects, *caps):
 def test_release_whose_objects_hold_sm120_sass_passes(site, objects):
     rc, out, err = site(args=_cuobjdump_args(objects), dists={
         "flashinfer-python": {"flashinfer/_kernels.so": objects["sm120f"]},
-        "sglang": {"sglang/_kernels.so": objects["sm120"], "sglang/_plain.so": objects["plain"]}})
+        "sglang": {"sglang/_kernels.so": objects["sm120f"], "sglang/_plain.so": objects["plain"]}})
     assert rc == 0, err
     flashinfer = out["kernel_objects"]["flashinfer-python"]
     assert [(Path(k).parts[-2:], v) for k, v in flashinfer.items()] == [
@@ -239,7 +242,7 @@ def test_no_device_code_anywhere_or_no_cuobjdump_is_refused(site, objects, tmp_p
     rc, _, err = site(args=_cuobjdump_args(objects), dists={"sglang": {"sglang/_plain.so": objects["plain"]}})
     assert rc == 1 and "no sm_120 code: none of sglang ships CUDA objects" in err
     rc, _, err = site(args=("--capability", "12.0", "--cuobjdump", str(tmp_path / "missing/cuobjdump")),
-                      dists={"sglang": {"sglang/_kernels.so": objects["sm120"]}})
+                      dists={"sglang": {"sglang/_kernels.so": objects["sm120f"]}})
     assert rc == 1 and "cannot read the kernels' SASS: no cuobjdump at %s" % (tmp_path / "missing/cuobjdump") in err
 
 
