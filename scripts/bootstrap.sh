@@ -22,6 +22,7 @@ apt_packages=(
   podman runc debootstrap uidmap slirp4netns fuse-overlayfs  # rootful podman with runc (crun fails here)
   netavark aardvark-dns iptables                             # bridge networks with container DNS
   dpkg-dev apt-utils gnupg git                               # fake apt repos / source repos in tests
+  g++                                                        # host compiler of the real nvcc in unit/contract tests
   python3 python3-venv                                       # the controller venv
 )
 missing=()

@@ -10,17 +10,23 @@ refers to a path inside it uses ``/srv/sandbox/...``.
                                  unit serves models/ on 127.0.0.1:8081 (playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
                                  copy it to /etc/sandbox/gpus.json (writable) and edit to inject faults
-    cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/)
+    cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/);
+                                 its cuda-toolkit-13-0 carries NVIDIA's real CUDA 13.0 compiler (cuda_wheels.py)
     cuda-repo/cuda-archive-keyring.gpg
+    debian-repo/                 the node's Debian mirror: real Debian 12 packages the product installs from the
+                                 distribution (g++ and its closure; distro_repo.py)
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
-    git/flashinfer.git           bare repo, tag v0.7.2
+    git/flashinfer.git           bare repo, tag v0.7.2 (with FlashInfer 0.7.2's own arch-flag code, real_sources.py)
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
-    wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py), with a PEP 503
-                                 index in wheelhouse/simple/ (node index URL file:///srv/sandbox/wheelhouse/simple)
+    wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py, with torch 2.14.1's own
+                                 cpp_extension arch-flag functions), with a PEP 503 index in wheelhouse/simple/
+                                 (node index URL file:///srv/sandbox/wheelhouse/simple)
     MANIFEST.json                what was built: node paths, tag shas, key fingerprint, sizes
 
-Every step is idempotent (recipe stamps); a no-op rebuild takes about a second.
+Every step is idempotent (recipe stamps); a no-op rebuild takes about a second. Downloads (NVIDIA's compiler
+wheels, the FlashInfer and torch wheels the real code is read from, the Debian packages) are kept in
+``.sandbox/cache`` (``$SANDBOX_CACHE``), so a new artifacts directory costs no download.
 
 CLI: ``python tests/sandbox/build_artifacts.py [--out DIR] [--shards N] [--shard-mb X] [--force]``
 (needs numpy + safetensors for the checkpoint, e.g. the project venv).
@@ -42,9 +48,11 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import cuda_repo  # noqa: E402
+import distro_repo  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
 import fake_torch  # noqa: E402
+import real_sources  # noqa: E402
 
 
 def _write_if_changed(path: Path, data: bytes, mode=0o644):
@@ -136,6 +144,13 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         return "%s key %s %s" % (info["node_url"], info["fingerprint"][-16:],
                                  "(rebuilt)" if info["rebuilt"] else "(unchanged)")
 
+    def debian():
+        info = distro_repo.build_debian_repo(out, force=force)
+        manifest["artifacts"]["debian_repo"] = {"url": info["node_url"], "keyring": _node(Path(info["keyring"]), out),
+                                                "roots": info["roots"], "packages": info["packages"]}
+        return "%s %d packages for %s %s" % (info["node_url"], info["packages"], " ".join(info["roots"]),
+                                             "(rebuilt)" if info["rebuilt"] else "(unchanged)")
+
     def model():
         import checkpoint
         d = out / "models" / "Kimi-K2.5"
@@ -175,7 +190,8 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
                                                                         len(names))
 
     def torch_wheel():
-        name, changed = fake_torch.build_torch_wheel(out / "wheelhouse")
+        name, changed = fake_torch.build_torch_wheel(out / "wheelhouse",
+                                                     cpp_extension=real_sources.torch_cpp_extension())
         manifest["artifacts"]["torch_wheel"] = {"path": _node(out / "wheelhouse" / name, out),
                                                 "index_url": "file://%s/wheelhouse/simple" % NODE_MOUNT,
                                                 "version": fake_torch.DEFAULT_VERSION}
@@ -190,6 +206,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("bin/fake-hub", mirror)
     step("gpus.json", gpus)
     step("cuda-repo", repo)
+    step("debian-repo", debian)
     step("models/Kimi-K2.5", model)
     step("git/flashinfer.git", flashinfer)
     step("git/sglang.git", sglang)

@@ -15,8 +15,8 @@ Layout (flat repository, like NVIDIA's; a sources line is ``deb [signed-by=...] 
                                         is a throwaway one, so its id does NOT end in 3bf863cc)
         cuda-keyring_1.1-1_all.deb      like NVIDIA: the keyring package sits at the repo root
         cuda-toolkit-13-0_13.0.2-1_amd64.deb, cuda-toolkit-13-0_13.0.0-1_amd64.deb, cuda-nvcc-13-0_*,
-        cuda-cudart-13-0_*, cuda-cudart-dev-13-0_*, cuda-toolkit-*config-common_*, cuda-13-0_*,
-        cuda-drivers_* (a trap: see below)
+        cuda-crt-13-0_*, cuda-nvvm-13-0_*, cuda-cccl-13-0_*, cuda-cudart-13-0_*, cuda-cudart-dev-13-0_*,
+        cuda-cuobjdump-13-0_*, cuda-toolkit-*config-common_*, cuda-13-0_*, cuda-drivers_* (a trap: see below)
     <out>/.keys/cuda-repo-signing.sec.asc   the throwaway secret key (kept so the key stays stable)
 
 Packages (versions follow the real 13.0 update 2 / 13.0 GA packaging):
@@ -26,13 +26,20 @@ Packages (versions follow the real 13.0 update 2 / 13.0 GA packaging):
   ``signed-by`` that keyring -- exactly like the real package. On an offline node that list makes
   ``apt-get update`` fail until the role replaces/overrides it with the configured repo URL.
 * ``cuda-toolkit-13-0`` 13.0.2-1 (and 13.0.0-1 for pinning tests) -> ``cuda-nvcc-13-0``, ``cuda-cudart-13-0``,
-  ``cuda-cudart-dev-13-0`` (``>=`` dependencies, like the real metapackage), ``cuda-toolkit-13-0-config-common``,
-  ``cuda-toolkit-13-config-common``, ``cuda-toolkit-config-common``; owns ``/usr/local/cuda-13.0/version.json``.
-* ``cuda-nvcc-13-0``: ``/usr/local/cuda-13.0/bin/nvcc`` (shell script; ``--version`` prints the real text,
-  ``--list-gpu-arch``/``--list-gpu-code`` list compute_75..compute_121; real compiles are refused).
-* ``cuda-cudart-13-0``: ``targets/x86_64-linux/lib/libcudart.so.13*`` and the ``lib64 -> targets/x86_64-linux/lib``
-  symlink (CUDA lives in lib64, not lib). The library is a minimal valid x86-64 ELF with SONAME
-  ``libcudart.so.13``: ldconfig indexes it, dlopen succeeds, but it exports no symbols.
+  ``cuda-cudart-dev-13-0``, ``cuda-cccl-13-0`` (``>=`` dependencies, like the real metapackage),
+  ``cuda-cuobjdump-13-0``, ``cuda-toolkit-13-0-config-common``, ``cuda-toolkit-13-config-common``,
+  ``cuda-toolkit-config-common``; owns ``/usr/local/cuda-13.0/version.json``. 13.0.0-1 is only the metapackage:
+  its ``>=`` dependencies resolve to the update-2 components.
+* the components are NVIDIA's real CUDA 13.0 compiler, unpacked from NVIDIA's pip wheels into the toolkit's own
+  layout by ``cuda_wheels.py`` (see its table): ``cuda-nvcc-13-0`` 13.0.88 (``bin/nvcc`` -- the real one,
+  V13.0.88 --, ptxas, nvlink, fatbinary, cudafe++; depends on ``cuda-crt-13-0`` and ``cuda-nvvm-13-0``),
+  ``cuda-crt-13-0``, ``cuda-nvvm-13-0`` (cicc, libdevice, libnvvm), ``cuda-cccl-13-0`` 13.0.85,
+  ``cuda-cudart-13-0`` 13.0.96 (``targets/x86_64-linux/lib/libcudart.so.13*`` and the ``lib64 ->
+  targets/x86_64-linux/lib`` symlink: CUDA lives in lib64, not lib), ``cuda-cudart-dev-13-0`` (headers, static
+  runtime, ``include -> targets/x86_64-linux/include``) and ``cuda-cuobjdump-13-0`` 13.2.51 (the oldest on PyPI).
+  They compile SM120 code on a machine without a GPU (``-gencode arch=compute_120f,code=sm_120f``), given a host
+  compiler (g++, from the distribution: see distro_repo.py). Built once per recipe into ``<cache>/cuda-debs-*``
+  (zstd, about 3 s for the 270 MB) and linked into the repo; the wheels are never committed.
 * ``cuda-toolkit-13-0-config-common``: postinst ``update-alternatives --install /usr/local/cuda cuda
   /usr/local/cuda-13.0 130`` and ``... /usr/local/cuda-13 cuda-13 /usr/local/cuda-13.0 130`` (priority = major*10
   + minor, as the real packages do); prerm removes them.
@@ -42,7 +49,7 @@ Packages (versions follow the real 13.0 update 2 / 13.0 GA packaging):
   580.95.05-1 exists but its preinst FAILS (a container cannot take a kernel driver): installing the ``cuda``
   metapackages instead of ``cuda-toolkit-13-0`` is caught, as it would be caught on a real host by a driver swap.
 
-Idempotent: a stamp holds sha256(this file + params + key fingerprint); a matching stamp and present
+Idempotent: a stamp holds sha256(this file + params + key fingerprint + the compiler recipe); a matching stamp and present
 outputs mean nothing is rebuilt. The signing key is generated once (ed25519, no passphrase, temp GNUPGHOME)
 and reused while ``<out>/.keys`` exists.
 
@@ -62,6 +69,12 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import cuda_wheels  # noqa: E402
+
 DISTRO = "debian12"
 ARCH_DIR = "x86_64"
 DEB_ARCH = "amd64"
@@ -72,18 +85,14 @@ SOURCE_DATE_EPOCH = 1759276800  # 2025-10-01T00:00:00Z: fixed, in the past (apt 
 MAINTAINER = "cudatools <cudatools@nvidia.com>"
 KEY_UID = "Sandbox CUDA repo signing key (throwaway, tests only) <sandbox-cuda@invalid>"
 
-# toolkit version -> component versions and nvcc --version text (13.0.2 = V13.0.88, real text)
+# toolkit version -> the component versions cuda-toolkit-13-0 depends on (">=", like NVIDIA's metapackage).
+# 13.0.2 (update 2) is the real compiler carried here (cuda_wheels: nvcc V13.0.88); 13.0.0-1 (GA) is only the
+# metapackage, for pinning tests: its ">=" dependencies resolve to the 13.0.2 components, as they would in
+# NVIDIA's repo once update 2 is published.
+_W = {w.project: w.version for w in cuda_wheels.CUDA13_WHEELS}
 RELEASES = {
-    "13.0.2": {
-        "nvcc": "13.0.88", "cudart": "13.0.96",
-        "built_on": "Wed_Aug_20_01:58:59_PM_PDT_2025",
-        "build": "cuda_13.0.r13.0/compiler.36424714_0",
-    },
-    "13.0.0": {
-        "nvcc": "13.0.48", "cudart": "13.0.48",
-        "built_on": "Fri_Jul_25_05:41:38_PM_PDT_2025",   # approximated
-        "build": "cuda_13.0.r13.0/compiler.36260728_0",  # approximated
-    },
+    "13.0.2": {"nvcc": _W["nvidia-cuda-nvcc"], "cudart": _W["nvidia-cuda-runtime"], "cccl": _W["nvidia-cuda-cccl"]},
+    "13.0.0": {"nvcc": "13.0.48", "cudart": "13.0.48", "cccl": "13.0.50"},
 }
 DEFAULT_PARAMS = {"toolkit_versions": ["13.0.2", "13.0.0"], "driver_version": "580.95.05"}
 
@@ -142,8 +151,10 @@ def _symlink(root: Path, rel: str, target: str):
 
 
 def build_deb(work: Path, out_dir: Path, name, version, arch, files=(), links=(), depends=(),
-              description="", scripts=None, conffiles=(), section="devel", extra_control=None):
-    """files: (path, content, mode); links: (path, target); scripts: {"postinst": "..."}."""
+              description="", scripts=None, conffiles=(), section="devel", extra_control=None, tree=None):
+    """files: (path, content, mode); links: (path, target); scripts: {"postinst": "..."};
+    tree: (source prefix dir, install prefix, [relpaths]) -- files and symlinks hardlinked/copied from an
+    assembled tree (the real toolkit from cuda_wheels.toolkit())."""
     root = work / ("%s_%s" % (name, version))
     if root.exists():
         shutil.rmtree(root)
@@ -152,8 +163,20 @@ def build_deb(work: Path, out_dir: Path, name, version, arch, files=(), links=()
         _write(root, path, content, mode)
     for path, target in links:
         _symlink(root, path, target)
-    size_kb = max(1, sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and "DEBIAN" not in f.parts)
-                  // 1024)
+    if tree:
+        src_home, prefix, rels = tree
+        for rel in rels:
+            src, dst = Path(src_home) / rel, root / prefix.lstrip("/") / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_symlink():
+                os.symlink(os.readlink(src), dst)
+                continue
+            try:
+                os.link(src, dst)
+            except OSError:
+                shutil.copy2(src, dst)
+    size_kb = max(1, sum(f.lstat().st_size for f in root.rglob("*")
+                         if f.is_file() and not f.is_symlink() and "DEBIAN" not in f.parts) // 1024)
     control = [
         "Package: %s" % name, "Version: %s" % version, "Priority: optional", "Section: %s" % section,
         "Maintainer: %s" % MAINTAINER, "Installed-Size: %d" % size_kb, "Architecture: %s" % arch,
@@ -170,81 +193,83 @@ def build_deb(work: Path, out_dir: Path, name, version, arch, files=(), links=()
         _write(root, "DEBIAN/conffiles", "".join(c + "\n" for c in conffiles))
     for sname, body in (scripts or {}).items():
         _write(root, "DEBIAN/" + sname, body, 0o755)
-    for p in sorted(root.rglob("*"), reverse=True):
-        os.utime(p, (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH), follow_symlinks=False)
     deb = out_dir / ("%s_%s_%s.deb" % (name, version, arch))
     env = dict(os.environ, SOURCE_DATE_EPOCH=str(SOURCE_DATE_EPOCH))
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(deb)],
+    # zstd: the toolkit's debs hold ~270 MB; xz takes ~100 s for them on 2 cores, zstd -3 about 3 s, and
+    # Debian 12's dpkg (1.21.22) unpacks zstd. Determinism: dpkg-deb clamps every member's mtime to
+    # SOURCE_DATE_EPOCH (everything here is written later), so hardlinked sources keep their own mtimes.
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zzstd", "-z3", "--build", str(root), str(deb)],
                    env=env, check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(root)
     return deb
 
 
-def elf_stub_so(soname: str, size=4096) -> bytes:
-    """A minimal, valid x86-64 ELF shared object with a DT_SONAME (no code, no symbols).
-
-    Enough for ``ldconfig`` to index it (``ldconfig -p`` lists it) and for ``file``/``readelf`` to
-    recognise it; loading it with dlopen succeeds but it exports nothing."""
-    import struct
-    strtab = b"\0" + soname.encode() + b"\0"
-    str_off, hash_off, sym_off, dyn_off = 0x100, 0x120, 0x140, 0x160
-    dyn = [(14, 1), (4, hash_off), (5, str_off), (6, sym_off), (10, len(strtab)), (11, 24), (0, 0)]
-    dyn_bytes = b"".join(struct.pack("<qQ", t, v) for t, v in dyn)
-    ehdr = struct.pack("<16sHHIQQQIHHHHHH", b"\x7fELF\x02\x01\x01" + b"\0" * 9, 3, 62, 1, 0, 64, 0, 0,
-                       64, 56, 2, 64, 0, 0)
-    load = struct.pack("<IIQQQQQQ", 1, 6, 0, 0, 0, size, size, 0x1000)  # RW: ld.so relocates .dynamic
-    dynamic = struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, len(dyn_bytes), len(dyn_bytes), 8)
-    buf = bytearray(size)
-    buf[0:64] = ehdr
-    buf[64:64 + 56] = load
-    buf[120:120 + 56] = dynamic
-    buf[str_off:str_off + len(strtab)] = strtab
-    buf[hash_off:hash_off + 16] = struct.pack("<IIII", 1, 1, 0, 0)  # DT_HASH: 1 bucket, 1 (null) symbol
-    buf[dyn_off:dyn_off + len(dyn_bytes)] = dyn_bytes
-    return bytes(buf)
-
-
-def nvcc_script(toolkit, rel):
-    ver = rel["nvcc"]
-    archs = [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121]
-    return textwrap.dedent("""\
-        #!/bin/sh
-        # Sandbox stand-in for nvcc %(ver)s (CUDA %(toolkit)s). Prints the real version text; cannot compile.
-        case "$1" in
-          --version|-V)
-            cat <<'EOF'
-        nvcc: NVIDIA (R) Cuda compiler driver
-        Copyright (c) 2005-2025 NVIDIA Corporation
-        Built on %(built_on)s
-        Cuda compilation tools, release %(mm)s, V%(ver)s
-        Build %(build)s
-        EOF
-            exit 0 ;;
-          --list-gpu-arch|-arch-ls)
-            printf '%%s\\n' %(arch_list)s
-            exit 0 ;;
-          --list-gpu-code|-code-ls)
-            printf '%%s\\n' %(code_list)s
-            exit 0 ;;
-        esac
-        echo "nvcc fatal   : sandbox stand-in nvcc cannot compile (args: $*)" >&2
-        exit 1
-        """) % {"ver": ver, "toolkit": toolkit, "built_on": rel["built_on"], "build": rel["build"],
-                "mm": ".".join(toolkit.split(".")[:2]),
-                "arch_list": " ".join("compute_%d" % a for a in archs),
-                "code_list": " ".join("sm_%d" % a for a in archs)}
-
-
 def version_json(toolkit, rel):
     data = {
         "cuda": {"name": "CUDA SDK", "version": toolkit},
+        "cuda_cccl": {"name": "CUDA C++ Core Compute Libraries", "version": rel["cccl"]},
         "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": rel["cudart"]},
         "cuda_nvcc": {"name": "CUDA NVCC", "version": rel["nvcc"]},
     }
     return json.dumps(data, indent=3, sort_keys=True) + "\n"
 
 
-def build_packages(work: Path, repo: Path, pub_binary: bytes, params):
+# (deb package, RELEASES key of its version) that cuda-toolkit-13-0 depends on with ">=", like NVIDIA's
+TOOLKIT_COMPONENTS = (("cuda-nvcc-13-0", "nvcc"), ("cuda-cudart-13-0", "cudart"), ("cuda-cudart-dev-13-0", "cudart"),
+                      ("cuda-cccl-13-0", "cccl"), ("cuda-cuobjdump-13-0", None))
+# the real compiler's packages: (package, wheel project whose version it takes, depends, description)
+COMPONENTS = (
+    ("cuda-nvcc-13-0", "nvidia-cuda-nvcc", ["cuda-crt-13-0 (>= {nvidia-cuda-crt})", "cuda-nvvm-13-0 (>= {nvidia-nvvm})",
+                                            "cuda-toolkit-13-0-config-common"],
+     "CUDA nvcc\n nvcc, ptxas, nvlink, fatbinary, cudafe++ from NVIDIA's nvidia-cuda-nvcc wheel."),
+    ("cuda-crt-13-0", "nvidia-cuda-crt", [], "CUDA crt\n The crt/ headers nvcc includes (nvidia-cuda-crt wheel)."),
+    ("cuda-nvvm-13-0", "nvidia-nvvm", [], "CUDA nvvm\n cicc, libdevice and libnvvm (nvidia-nvvm wheel)."),
+    ("cuda-cccl-13-0", "nvidia-cuda-cccl", [], "CUDA CCCL\n CUB, Thrust and libcu++ headers (nvidia-cuda-cccl wheel)."),
+    ("cuda-cudart-13-0", "nvidia-cuda-runtime", ["cuda-toolkit-13-0-config-common", "cuda-toolkit-13-config-common",
+                                                 "cuda-toolkit-config-common"],
+     "CUDA Runtime native Libraries\n libcudart.so.13 (nvidia-cuda-runtime wheel)."),
+    ("cuda-cudart-dev-13-0", "nvidia-cuda-runtime", ["cuda-cudart-13-0 (>= {nvidia-cuda-runtime})"],
+     "CUDA Runtime native dev links, headers\n The runtime headers, libcudart_static.a, libcudadevrt.a."),
+    ("cuda-cuobjdump-13-0", "nvidia-cuda-cuobjdump", [],
+     "CUDA cuobjdump\n From the nvidia-cuda-cuobjdump 13.2.51 wheel, the oldest on PyPI (it reads 13.0 objects)."),
+)
+
+
+def _components_recipe(tk):
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(cuda_wheels.recipe_hash().encode())
+    h.update(json.dumps(tk["wheels"], sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def toolkit_packages(work: Path, repo: Path, cache=None):
+    """The real CUDA 13.0 compiler as NVIDIA's component debs, built once per recipe into the cache and linked
+    into ``repo``: a repo rebuild (or a test's) re-signs an index instead of re-packing 270 MB."""
+    tk = cuda_wheels.toolkit(cache)
+    cached = cuda_wheels.cache_dir(cache) / ("cuda-debs-%s" % _components_recipe(tk))
+    if not (cached / ".done").is_file():
+        shutil.rmtree(cached, ignore_errors=True)
+        cached.mkdir(parents=True)
+        for name, project, depends, description in COMPONENTS:
+            version = tk["wheels"][project]
+            build_deb(work, cached, name, version + "-1", DEB_ARCH,
+                      depends=[d.format(**tk["wheels"]) for d in depends], description=description,
+                      tree=(tk["home"], cuda_wheels.PREFIX, tk["packages"][name]),
+                      scripts={"postinst": "#!/bin/sh\nset -e\nldconfig || true\n"} if name == "cuda-cudart-13-0"
+                      else None)
+        (cached / ".done").write_text("\n")
+    debs = []
+    for deb in sorted(cached.glob("*.deb")):
+        dest = repo / deb.name
+        try:
+            os.link(deb, dest)
+        except OSError:
+            shutil.copy2(deb, dest)
+        debs.append(dest)
+    return debs
+
+
+def build_packages(work: Path, repo: Path, pub_binary: bytes, params, cache=None):
     debs = []
     list_line = "deb [signed-by=%s] %s /\n" % (KEYRING_PATH, REAL_URL)
     debs.append(build_deb(
@@ -289,41 +314,15 @@ def build_packages(work: Path, repo: Path, pub_binary: bytes, params):
                 """)},
         description="Common config package for CUDA Toolkit 13.0."))
 
-    prefix = "/usr/local/cuda-13.0"
-    tlib = prefix + "/targets/x86_64-linux/lib"
+    debs += toolkit_packages(work, repo, cache)
     for toolkit in params["toolkit_versions"]:
         rel = RELEASES[toolkit]
-        cudart_v = rel["cudart"]
-        debs.append(build_deb(
-            work, repo, "cuda-nvcc-13-0", rel["nvcc"] + "-1", DEB_ARCH,
-            files=[(prefix + "/bin/nvcc", nvcc_script(toolkit, rel), 0o755),
-                   (prefix + "/bin/nvcc.profile", "PATH += $(TOP)/bin\nINCLUDES += \"-I$(TOP)/include\"\n", 0o644)],
-            depends=["cuda-toolkit-13-0-config-common"],
-            description="CUDA nvcc (sandbox stand-in)"))
-        debs.append(build_deb(
-            work, repo, "cuda-cudart-13-0", cudart_v + "-1", DEB_ARCH,
-            files=[(tlib + "/libcudart.so." + cudart_v, elf_stub_so("libcudart.so.13"), 0o644)],
-            links=[(tlib + "/libcudart.so.13", "libcudart.so." + cudart_v),
-                   (prefix + "/lib64", "targets/x86_64-linux/lib")],
-            depends=["cuda-toolkit-13-0-config-common", "cuda-toolkit-13-config-common",
-                     "cuda-toolkit-config-common"],
-            scripts={"postinst": "#!/bin/sh\nset -e\nldconfig || true\n"},
-            description="CUDA Runtime native Libraries (sandbox stand-in)"))
-        debs.append(build_deb(
-            work, repo, "cuda-cudart-dev-13-0", cudart_v + "-1", DEB_ARCH,
-            files=[(prefix + "/targets/x86_64-linux/include/cuda_runtime_api.h",
-                    "/* sandbox stand-in */\n#define CUDART_VERSION 13000\n", 0o644)],
-            links=[(tlib + "/libcudart.so", "libcudart.so.13"),
-                   (prefix + "/include", "targets/x86_64-linux/include")],
-            depends=["cuda-cudart-13-0 (>= %s)" % cudart_v],
-            description="CUDA Runtime native dev links, headers (sandbox stand-in)"))
         debs.append(build_deb(
             work, repo, "cuda-toolkit-13-0", toolkit + "-1", DEB_ARCH,
-            files=[(prefix + "/version.json", version_json(toolkit, rel), 0o644)],
-            depends=["cuda-nvcc-13-0 (>= %s)" % rel["nvcc"], "cuda-cudart-13-0 (>= %s)" % cudart_v,
-                     "cuda-cudart-dev-13-0 (>= %s)" % cudart_v, "cuda-toolkit-13-0-config-common",
-                     "cuda-toolkit-13-config-common", "cuda-toolkit-config-common"],
-            description="CUDA Toolkit 13.0 meta-package (sandbox stand-in)"))
+            files=[(cuda_wheels.PREFIX + "/version.json", version_json(toolkit, rel), 0o644)],
+            depends=["%s (>= %s)" % (pkg, rel[comp]) if comp else pkg for pkg, comp in TOOLKIT_COMPONENTS]
+            + ["cuda-toolkit-13-0-config-common", "cuda-toolkit-13-config-common", "cuda-toolkit-config-common"],
+            description="CUDA Toolkit 13.0 meta-package"))
         debs.append(build_deb(
             work, repo, "cuda-13-0", toolkit + "-1", DEB_ARCH,
             depends=["cuda-toolkit-13-0 (>= %s)" % toolkit, "cuda-drivers (>= 580.65.06)"],
@@ -348,7 +347,7 @@ def _hashes(path: Path):
     return {alg: getattr(hashlib, alg)(data).hexdigest() for alg in ("md5", "sha1", "sha256", "sha512")}, len(data)
 
 
-def write_index(repo: Path, home: Path, fpr: str):
+def write_index(repo: Path, home: Path, fpr: str, origin="NVIDIA", label="NVIDIA CUDA", arch=ARCH_DIR):
     env = dict(os.environ, LC_ALL="C")
     packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, env=env, check=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout
@@ -358,7 +357,7 @@ def write_index(repo: Path, home: Path, fpr: str):
         gz.write(packages)
     (repo / "Packages.gz").write_bytes(buf.getvalue())
     import email.utils
-    lines = ["Origin: NVIDIA", "Label: NVIDIA CUDA", "Architecture: %s" % ARCH_DIR,
+    lines = ["Origin: %s" % origin, "Label: %s" % label, "Architecture: %s" % arch,
              "Date: %s" % email.utils.formatdate(SOURCE_DATE_EPOCH, usegmt=True)]
     for title, alg in (("MD5Sum", "md5"), ("SHA1", "sha1"), ("SHA256", "sha256"), ("SHA512", "sha512")):
         lines.append(title + ":")
@@ -379,11 +378,13 @@ def recipe_hash(params, fpr):
     h.update(Path(__file__).read_bytes())
     h.update(json.dumps(params, sort_keys=True).encode())
     h.update(fpr.encode())
+    h.update(cuda_wheels.recipe_hash().encode())
     return h.hexdigest()
 
 
-def build_cuda_repo(out, params=None, force=False):
-    """Build (or keep) the repo under <out>/cuda-repo. Returns a dict describing it."""
+def build_cuda_repo(out, params=None, force=False, cache=None):
+    """Build (or keep) the repo under <out>/cuda-repo. Returns a dict describing it. ``cache``: where the
+    compiler's wheels and component debs are kept (cuda_wheels.cache_dir)."""
     params = dict(DEFAULT_PARAMS, **(params or {}))
     out = Path(out).resolve()
     base = out / "cuda-repo"
@@ -405,8 +406,11 @@ def build_cuda_repo(out, params=None, force=False):
         pub_asc = _gpg(home, "--armor", "--export", fpr).stdout
         (base / "cuda-archive-keyring.gpg").write_bytes(pub_bin)
         (repo / KEY_FILE_NAME).write_bytes(pub_asc)
-        with tempfile.TemporaryDirectory(prefix="cuda-repo-work-") as work:
-            build_packages(Path(work), repo, pub_bin, params)
+        scratch = cuda_wheels.cache_dir(cache)
+        scratch.mkdir(parents=True, exist_ok=True)
+        # scratch on the cache's filesystem: the toolkit's files are hardlinked into the package roots
+        with tempfile.TemporaryDirectory(prefix="cuda-repo-work-", dir=scratch) as work:
+            build_packages(Path(work), repo, pub_bin, params, cache)
         write_index(repo, home, fpr)
         stamp.write_text(want + "\n")
         info["rebuilt"] = True

@@ -9,18 +9,23 @@ A bare git repo standing in for https://github.com/flashinfer-ai/flashinfer at a
   ``<version>.post1.dev0`` -- so a product that builds ``main`` instead of the pinned tag is visible.
 * a tiny project ``flashinfer-python`` (package ``flashinfer``, ``__version__`` from the tag) with an in-tree
   PEP 517 backend ``build_backend.py`` (the real FlashInfer also ships an in-tree ``build_backend.py``).
-  It is stdlib-only because Debian 12's ensurepip gives setuptools 66 without ``wheel``: a setuptools
-  PEP 517 build there fails with ``invalid command 'bdist_wheel'``. So
-  ``pip install --no-build-isolation --no-index <checkout>`` works in a fresh python3.11 venv (and -e too).
-* the build, like a real source build, needs nvcc: CUDA_HOME (else CUDA_PATH, else ``dirname(dirname(which
-  nvcc))``, else /usr/local/cuda) must contain an executable ``bin/nvcc``; otherwise it fails with a clear
-  message. It runs ``nvcc --version`` and refuses arch ``12.0``/``12.0a`` below CUDA 12.8 and family arch
-  ``12.0f`` below CUDA 12.9. ``FLASHINFER_CUDA_ARCH_LIST`` is space separated (a comma is an error, as in
-  the real parser).
+  Its build requirements are ``torch`` and ``packaging`` (pip's build environment takes them from the
+  sandbox wheelhouse: the stand-in torch and packaging 26.4); the backend itself is stdlib only because
+  Debian 12's ensurepip gives setuptools 66 without ``wheel``.
+* the build compiles real CUDA: ``csrc/*.cu`` (tests/sandbox/kernels/) with the real nvcc of CUDA_HOME into
+  ``flashinfer/_kernels.so``. The flags are FlashInfer 0.7.2's own: the repo holds its
+  ``flashinfer/compilation_context.py`` verbatim and the functions of ``flashinfer/jit/cpp_ext.py`` the build
+  calls (real_sources.py copies them from the pinned wheel when the artifacts are built; they are never
+  committed). So ``FLASHINFER_CUDA_ARCH_LIST="12.0f"`` becomes ``-gencode=arch=compute_120f,code=sm_120f``,
+  ``9.0`` becomes ``compute_90a``, ``FLASHINFER_NVCC_THREADS`` becomes ``--threads``, ``MAX_JOBS`` bounds the
+  parallel compiles, and a comma-separated list fails in FlashInfer's own parser. An arch the compiler does
+  not know fails with nvcc's message (``nvcc fatal   : Unsupported gpu architecture 'compute_120f'`` from a
+  12.8 nvcc). No nvcc under CUDA_HOME (FlashInfer's get_cuda_path) fails with a clear message.
 * the built package contains ``flashinfer/_build_info.json``: the env vars ``FLASHINFER_CUDA_ARCH_LIST``,
   ``TORCH_CUDA_ARCH_LIST``, ``MAX_JOBS``, ``FLASHINFER_NVCC_THREADS``, ``CUDA_HOME`` (as seen, null when unset),
-  plus the resolved cuda_home, nvcc path/version and ``compiled_archs`` (e.g. ``["sm_120f"]``).
-  ``flashinfer.build_info()`` returns it.
+  plus the resolved cuda_home, nvcc path/version, the nvcc flags, the job count and ``compiled_archs`` (e.g.
+  ``["sm_120f"]``, from FlashInfer's TARGET_CUDA_ARCHS). ``flashinfer.build_info()`` returns it; what the
+  object really holds is for cuobjdump to say (the release probe reads it).
 
 Deterministic: fixed author/committer/tagger and dates, no user/system git config -> same sha every build.
 Idempotent: ``<git_dir>/sandbox-recipe`` holds the recipe hash.
@@ -66,11 +71,13 @@ def _write_tree(root: Path, files):
 
 
 # ------------------------------------------------------------------------------------------- flashinfer
-FLASHINFER_BACKEND = r'''"""In-tree PEP 517 backend of the sandbox FlashInfer stand-in (stdlib only).
+FLASHINFER_BACKEND = r'''"""In-tree PEP 517 backend of the sandbox FlashInfer stand-in.
 
 Hooks: get_requires_for_build_wheel/_sdist/_editable, prepare_metadata_for_build_wheel/_editable,
-build_wheel, build_editable, build_sdist. The "compile" step checks nvcc and the arch list and records
-the build environment into flashinfer/_build_info.json.
+build_wheel, build_editable, build_sdist. The compile step runs the real nvcc on csrc/*.cu with the flags
+FlashInfer's own code derives from the environment (compile_kernels), links flashinfer/_kernels.so and records
+the build into flashinfer/_build_info.json. Build requirements (pyproject.toml): torch and packaging, which
+FlashInfer's compilation_context.py and jit/cpp_ext.py import.
 """
 import base64
 import hashlib
@@ -82,6 +89,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 
 NAME = "flashinfer-python"
@@ -110,63 +118,55 @@ def _fail(msg):
     raise SystemExit(1)
 
 
-def _cuda_home():
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            return os.environ[var], var
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        return os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "PATH"
-    return "/usr/local/cuda", "default"
+def _ninja_default_jobs():
+    # ninja's own default when no -j is given (FlashInfer's run_ninja passes -j only with MAX_JOBS): cores + 2
+    return (os.cpu_count() or 1) + 2
 
 
-def compile_kernels():
-    """Stand-in for the CUDA compile: validate toolchain + arch list, return the build-info dict."""
-    cuda_home, source = _cuda_home()
+def compile_kernels(build_dir):
+    """Compile csrc/*.cu with the real nvcc into <build_dir>/flashinfer/_kernels.so; return the build-info dict.
+
+    The flags come from FlashInfer's own code, copied verbatim into this checkout (see flashinfer/jit/cpp_ext.py
+    and flashinfer/compilation_context.py): CompilationContext() parses FLASHINFER_CUDA_ARCH_LIST (or asks torch
+    for the GPUs when it is unset) and get_nvcc_flags_list() makes the -gencode flags, as FlashInfer's AOT build
+    does (flashinfer/aot.py); FLASHINFER_NVCC_THREADS -> --threads (get_nvcc_parallelism_flags); MAX_JOBS ->
+    parallel compiles (_get_num_workers). A wrong arch string fails in nvcc, with nvcc's own message.
+    """
+    sys.path.insert(0, HERE)
+    import sandbox_cuda
+    from flashinfer.jit import cpp_ext
+    from flashinfer.compilation_context import CompilationContext
+
+    cuda_home = cpp_ext.get_cuda_path()
     nvcc = os.path.join(cuda_home, "bin", "nvcc")
     if not (os.path.isfile(nvcc) and os.access(nvcc, os.X_OK)):
-        _fail("nvcc not found at %s (CUDA home taken from %s). FlashInfer kernels are compiled from source: "
-              "install the CUDA toolkit and set CUDA_HOME (e.g. /usr/local/cuda-13.0)." % (nvcc, source))
+        _fail("nvcc not found at %s. FlashInfer kernels are compiled from source: install the CUDA toolkit and "
+              "set CUDA_HOME (e.g. /usr/local/cuda-13.0)." % nvcc)
+    cuda_version = str(cpp_ext.get_cuda_version())
+    context = CompilationContext()
+    flags = context.get_nvcc_flags_list() + cpp_ext.get_nvcc_parallelism_flags() + ["-O3", "-std=c++17"]
+    jobs = cpp_ext._get_num_workers() or _ninja_default_jobs()
+    archs = sorted("sm_%d%s" % (major, minor) for major, minor in context.TARGET_CUDA_ARCHS)
+    sys.stderr.write("flashinfer: compiling kernels for %s with %s (CUDA %s), %d job(s)\n"
+                     % (" ".join(archs), nvcc, cuda_version, jobs))
+    sources = sorted(os.path.join(HERE, "csrc", f) for f in os.listdir(os.path.join(HERE, "csrc"))
+                     if f.endswith(".cu"))
     try:
-        out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             check=True).stdout.decode()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        _fail("%s --version failed: %s" % (nvcc, exc))
-    m = re.search(r"release (\d+)\.(\d+), V([\d.]+)", out)
-    if not m:
-        _fail("cannot parse the CUDA version from `%s --version`: %r" % (nvcc, out))
-    cuda = (int(m.group(1)), int(m.group(2)))
-    raw = os.environ.get("FLASHINFER_CUDA_ARCH_LIST")
-    archs = []
-    if raw:
-        for tok in raw.split():
-            am = re.fullmatch(r"(\d+)\.(\d+)([af]?)", tok)
-            if not am:
-                _fail("invalid entry %r in FLASHINFER_CUDA_ARCH_LIST=%r (space-separated list such as "
-                      "\"12.0f\" or \"9.0a 12.0f\")" % (tok, raw))
-            major, minor, suffix = int(am.group(1)), int(am.group(2)), am.group(3)
-            if major >= 12 and cuda < (12, 8):
-                _fail("sm_%d%d needs CUDA >= 12.8, nvcc is %d.%d" % (major, minor, cuda[0], cuda[1]))
-            if suffix == "f" and cuda < (12, 9):
-                _fail("family arch %s needs CUDA >= 12.9 (use %d.%da on CUDA 12.8); nvcc is %d.%d"
-                      % (tok, major, minor, cuda[0], cuda[1]))
-            archs.append("sm_%d%d%s" % (major, minor, suffix))
-    jobs = os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)
-    threads = os.environ.get("FLASHINFER_NVCC_THREADS") or "1"
-    sys.stderr.write("flashinfer: compiling kernels for %s with %s (CUDA %d.%d), MAX_JOBS=%s, "
-                     "FLASHINFER_NVCC_THREADS=%s\n" % (" ".join(archs) or "(arch list unset: JIT at runtime)",
-                                                        nvcc, cuda[0], cuda[1], jobs, threads))
+        record = sandbox_cuda.compile_shared(nvcc, sources, os.path.join(build_dir, "flashinfer", "_kernels.so"),
+                                             flags, jobs, os.path.join(build_dir, "obj"))
+    except sandbox_cuda.CompileError as exc:
+        _fail("compiling the CUDA kernels failed: %s" % exc)
     return {
         "version": _version(),
         "env": {k: os.environ.get(k) for k in RECORDED_ENV},
         "cuda_home": cuda_home,
-        "cuda_home_source": source,
         "nvcc": nvcc,
-        "nvcc_version": m.group(3),
-        "cuda_version": "%d.%d" % cuda,
+        "nvcc_version": record["nvcc_version"],
+        "cuda_version": cuda_version,
         "compiled_archs": archs,
-        "max_jobs": int(jobs) if jobs.isdigit() else jobs,
-        "nvcc_threads": int(threads) if threads.isdigit() else threads,
+        "nvcc_flags": record["flags"],
+        "max_jobs": jobs,
+        "compile": record,
         "python": sys.version.split()[0],
     }
 
@@ -232,14 +232,26 @@ prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    info = compile_kernels()
-    files = _package_files() + [("flashinfer/_build_info.json",
+    build_dir = tempfile.mkdtemp(prefix="flashinfer-build-")
+    try:
+        info = compile_kernels(build_dir)
+        with open(os.path.join(build_dir, "flashinfer", "_kernels.so"), "rb") as fh:
+            kernels = fh.read()
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
+    files = _package_files() + [("flashinfer/_kernels.so", kernels),
+                                ("flashinfer/_build_info.json",
                                  (json.dumps(info, indent=2, sort_keys=True) + "\n").encode())]
     return _write_wheel(wheel_directory, files)
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    info = compile_kernels()
+    build_dir = tempfile.mkdtemp(prefix="flashinfer-build-")
+    try:
+        info = compile_kernels(build_dir)
+        shutil.copy2(os.path.join(build_dir, "flashinfer", "_kernels.so"), os.path.join(HERE, "flashinfer"))
+    finally:
+        shutil.rmtree(build_dir, ignore_errors=True)
     with open(os.path.join(HERE, "flashinfer", "_build_info.json"), "w") as fh:
         json.dump(info, fh, indent=2, sort_keys=True)
         fh.write("\n")
@@ -260,11 +272,32 @@ def build_sdist(sdist_directory, config_settings=None):
 '''
 
 
-def flashinfer_files(version):
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE / "kernels"
+
+
+def standin_kernel_files(csrc="csrc"):
+    """The stand-in kernels (tests/sandbox/kernels/*.cu) and the shared compile helper, for a stand-in repo."""
+    files = {"sandbox_cuda.py": ((HERE / "standin_cuda.py").read_text(), 0o644)}
+    for cu in sorted(KERNELS.glob("*.cu")):
+        files["%s/%s" % (csrc, cu.name)] = (cu.read_text(), 0o644)
+    return files
+
+
+def flashinfer_files(version, real_files):
+    """The stand-in repository's files; ``real_files`` ({path: text}, real_sources.flashinfer_files()) are
+    FlashInfer's own code the build runs."""
+    files = {rel: (text, 0o644) for rel, text in real_files.items()}
+    files.update(standin_kernel_files())
+    files.update(_flashinfer_own_files(version))
+    return files
+
+
+def _flashinfer_own_files(version):
     return {
         "pyproject.toml": (textwrap.dedent("""\
             [build-system]
-            requires = []
+            requires = ["torch", "packaging"]
             build-backend = "build_backend"
             backend-path = ["."]
 
@@ -275,12 +308,13 @@ def flashinfer_files(version):
             requires-python = ">=3.9"
             """), 0o644),
         "build_backend.py": (FLASHINFER_BACKEND, 0o644),
-        "README.md": ("# FlashInfer (sandbox stand-in)\n\nBuild: `pip install --no-build-isolation .` "
-                      "with CUDA_HOME and FLASHINFER_CUDA_ARCH_LIST (space separated, e.g. `12.0f`).\n", 0o644),
+        "README.md": ("# FlashInfer (sandbox stand-in)\n\nBuild: `pip wheel .` (build requirements torch and "
+                      "packaging) with CUDA_HOME and FLASHINFER_CUDA_ARCH_LIST (space separated, e.g. `12.0f`): "
+                      "compiles csrc/*.cu with the real nvcc into flashinfer/_kernels.so.\n", 0o644),
         "LICENSE": ("Apache License 2.0 (stand-in repository for tests)\n", 0o644),
         "flashinfer/_version.py": ('__version__ = "%s"\n' % version, 0o644),
         "flashinfer/__init__.py": (textwrap.dedent('''\
-            """FlashInfer sandbox stand-in: no kernels, only the build record."""
+            """FlashInfer sandbox stand-in: _kernels.so (real SASS, tiny kernels) and the build record."""
             import json as _json
             import os as _os
 
@@ -300,16 +334,24 @@ def flashinfer_files(version):
     }
 
 
-def _recipe_hash(kind, tag):
+def _recipe_hash(kind, tag, files):
     h = hashlib.sha256(Path(__file__).read_bytes())
     h.update(("%s:%s" % (kind, tag)).encode())
+    for rel in sorted(files):
+        h.update(rel.encode() + b"\0" + files[rel][0].encode() + b"\0")
     return h.hexdigest()
 
 
-def build_flashinfer_repo(git_dir, tag="v0.7.2", force=False):
-    """Create (or keep) the bare repo; return the commit sha the tag points at."""
+def build_flashinfer_repo(git_dir, tag="v0.7.2", force=False, real_files=None, cache=None):
+    """Create (or keep) the bare repo; return the commit sha the tag points at. ``real_files``: FlashInfer's own
+    code for the build (default: real_sources.flashinfer_files(cache), downloaded once)."""
     git_dir = Path(git_dir)
-    recipe = _recipe_hash("flashinfer", tag)
+    if real_files is None:
+        import real_sources
+        real_files = real_sources.flashinfer_files(cache)
+    version = tag[1:] if tag.startswith("v") else tag
+    files = flashinfer_files(version, real_files)
+    recipe = _recipe_hash("flashinfer", tag, files)
     stamp = git_dir / "sandbox-recipe"
     if not force and stamp.is_file() and stamp.read_text().strip() == recipe:
         try:
@@ -319,12 +361,11 @@ def build_flashinfer_repo(git_dir, tag="v0.7.2", force=False):
     if git_dir.exists():
         shutil.rmtree(git_dir)
     git_dir.parent.mkdir(parents=True, exist_ok=True)
-    version = tag[1:] if tag.startswith("v") else tag
     subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(git_dir)],
                    env=_git_env(GIT_DATE_1), check=True)
     with tempfile.TemporaryDirectory(prefix="flashinfer-src-") as work:
         work = Path(work)
-        _write_tree(work, flashinfer_files(version))
+        _write_tree(work, files)
         _git(git_dir, work, GIT_DATE_1, "add", "-A")
         _git(git_dir, work, GIT_DATE_1, "commit", "--quiet", "-m", "Release %s" % version)
         _git(git_dir, work, GIT_DATE_1, "tag", "-a", tag, "-m", "FlashInfer %s" % version)

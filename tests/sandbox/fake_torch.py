@@ -20,7 +20,12 @@ What the package answers (the subset the release probe uses):
   /etc/sandbox/torch.json -- drop sm_120 there to simulate a torch without SM120 kernels;
 * one kernel op: ``torch.ones(4, device="cuda").sum().item() == 4.0``. On a CUDA device whose capability
   (``sm_<major><minor>``) is not in the arch list it raises ``RuntimeError: CUDA error: no kernel image is
-  available for execution on the device``, the classic SM120 failure (FIELD_NOTES R11).
+  available for execution on the device``, the classic SM120 failure (FIELD_NOTES R11);
+* ``torch.utils.cpp_extension._get_cuda_arch_flags`` and ``_get_num_workers``: torch's own functions, their
+  text copied from the real torch wheel when the artifacts are built (real_sources.torch_cpp_extension;
+  ``cpp_extension=`` below), so a build stand-in that imports them derives nvcc flags from
+  ``TORCH_CUDA_ARCH_LIST`` exactly as the real torch does; ``torch.distributed.is_available()`` is False (the
+  only part of torch.distributed those functions touch).
 """
 
 from __future__ import annotations
@@ -100,7 +105,7 @@ debug = False
 
 _INIT = '''\
 """torch (sandbox stand-in): versions, CUDA device queries and one kernel op. Not a tensor library."""
-from . import cuda, version
+from . import cuda, distributed, version
 from .version import __version__
 
 
@@ -205,15 +210,30 @@ def synchronize(device=None):
 '''
 
 
-def package_files(version=DEFAULT_VERSION, cuda=DEFAULT_CUDA, arch_list=None):
-    """{relative path: text} of the ``torch`` package."""
+_DISTRIBUTED = '''\
+"""torch.distributed (sandbox stand-in): no distributed backend."""
+
+
+def is_available():
+    return False
+'''
+
+
+def package_files(version=DEFAULT_VERSION, cuda=DEFAULT_CUDA, arch_list=None, cpp_extension=None):
+    """{relative path: text} of the ``torch`` package; ``cpp_extension``: the text of torch/utils/cpp_extension.py
+    (real_sources.torch_cpp_extension()), left out when None."""
     params = {"version": version, "cuda": cuda, "arch_list": list(arch_list or DEFAULT_ARCH_LIST)}
-    return {
+    files = {
         "torch/__init__.py": _INIT % params,
         "torch/version.py": _VERSION % params,
         "torch/_sandbox.py": _SANDBOX % params,
         "torch/cuda/__init__.py": _CUDA % params,
+        "torch/distributed/__init__.py": _DISTRIBUTED,
     }
+    if cpp_extension is not None:
+        files["torch/utils/__init__.py"] = '"""torch.utils (sandbox stand-in): only cpp_extension."""\n'
+        files["torch/utils/cpp_extension.py"] = cpp_extension
+    return files
 
 
 def write_package(dest, **kwargs):
@@ -235,7 +255,7 @@ def wheel_name(version=DEFAULT_VERSION):
     return "torch-%s-py3-none-any.whl" % version
 
 
-def wheel_bytes(version=DEFAULT_VERSION, cuda=DEFAULT_CUDA):
+def wheel_bytes(version=DEFAULT_VERSION, cuda=DEFAULT_CUDA, cpp_extension=None):
     """The wheel's entries as [(arcname, bytes)], RECORD last (deterministic)."""
     distinfo = "torch-%s.dist-info" % version
     metadata = textwrap.dedent("""\
@@ -245,7 +265,8 @@ def wheel_bytes(version=DEFAULT_VERSION, cuda=DEFAULT_CUDA):
         Summary: Tensors and dynamic neural networks (sandbox stand-in: CUDA %s queries and one kernel op)
         Requires-Python: >=3.9
         """) % (version, cuda)
-    entries = [(rel, text.encode()) for rel, text in sorted(package_files(version, cuda).items())]
+    files = package_files(version, cuda, cpp_extension=cpp_extension)
+    entries = [(rel, text.encode()) for rel, text in sorted(files.items())]
     entries += [(distinfo + "/METADATA", metadata.encode()),
                 (distinfo + "/WHEEL", b"Wheel-Version: 1.0\nGenerator: fake_torch\nRoot-Is-Purelib: true\n"
                                       b"Tag: py3-none-any\n"),
@@ -265,7 +286,7 @@ def _write_if_changed(path: Path, data: bytes) -> bool:
     return True
 
 
-def build_torch_wheel(wheelhouse, version=DEFAULT_VERSION, cuda=DEFAULT_CUDA):
+def build_torch_wheel(wheelhouse, version=DEFAULT_VERSION, cuda=DEFAULT_CUDA, cpp_extension=None):
     """Write the wheel and the simple index into ``wheelhouse``; return (wheel name, changed)."""
     import io
 
@@ -273,7 +294,7 @@ def build_torch_wheel(wheelhouse, version=DEFAULT_VERSION, cuda=DEFAULT_CUDA):
     name = wheel_name(version)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for arc, data in wheel_bytes(version, cuda):
+        for arc, data in wheel_bytes(version, cuda, cpp_extension):
             zi = zipfile.ZipInfo(arc, date_time=ZIP_DATE)
             zi.external_attr = 0o644 << 16
             zi.compress_type = zipfile.ZIP_DEFLATED

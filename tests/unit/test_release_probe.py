@@ -5,9 +5,11 @@ The probe runs as the release venv would run it: a subprocess whose sys.path hol
 come from the nvidia-smi stand-in reading a gpus.json in the temp dir.
 """
 
+import concurrent.futures
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -37,9 +39,19 @@ def site(tmp_path):
     (lib / "flashinfer").mkdir()
 
     def run(flashinfer_archs=("sm_120f",), torch_archs=None, gpus=None, args=("--capability", "12.0"),
-            with_sglang=True):
+            with_sglang=True, dists=None):
         (lib / "flashinfer" / "__init__.py").write_text(
             '__version__ = "0.7.2"\n\ndef get_cuda_arch_list():\n    return %r\n' % list(flashinfer_archs))
+        for info in lib.glob("*.dist-info"):
+            shutil.rmtree(info)
+        for dist, files in (dists or {}).items():  # {distribution: {path in site-packages: built object}}
+            info = lib / ("%s-1.0.dist-info" % dist.replace("-", "_"))
+            info.mkdir()
+            (info / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: 1.0\n" % dist)
+            for rel, built in files.items():
+                (lib / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(built, lib / rel)
+            (info / "RECORD").write_text("".join("%s,,\n" % rel for rel in files) + info.name + "/RECORD,,\n")
         if not with_sglang:
             (lib / "sglang" / "__init__.py").write_text('raise ImportError("libsgl_kernel.so: cannot open")\n')
         (tmp_path / "gpus.json").write_text(json.dumps(gpus if gpus is not None else {}))
@@ -134,3 +146,119 @@ def test_fake_torch_wheel_installs_from_its_simple_index(tmp_path):
     assert run.stdout.strip() == "2.14.1+cu130 13.0 (12, 0)"
     assert run.returncode == 1
     assert "RuntimeError: CUDA error: no kernel image is available for execution on the device" in run.stderr
+
+
+# ---------------------------------------------------------------------------------- SASS read with cuobjdump
+needs_gxx = pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)")
+KERNEL = SANDBOX / "kernels" / "rmsnorm.cu"
+
+
+@pytest.fixture(scope="module")
+def objects(tmp_path_factory):
+    """Shared libraries compiled by the real nvcc 13.0 (tests/sandbox/cuda_wheels.py) for several targets."""
+    if not shutil.which("g++"):
+        pytest.skip("g++ is needed (nvcc's host compiler)")
+    import cuda_wheels
+    import standin_cuda
+    home = cuda_wheels.toolkit()["home"]
+    d = tmp_path_factory.mktemp("objects")
+    targets = {
+        "sm120f": ["-gencode=arch=compute_120f,code=sm_120f"],
+        "sm90": ["-gencode=arch=compute_90,code=sm_90"],
+        "sm90a": ["-gencode=arch=compute_90a,code=sm_90a"],
+        "ptx120": ["-gencode=arch=compute_120,code=compute_120"],
+        "sm120a_ptx90": ["-gencode=arch=compute_120a,code=sm_120a", "-gencode=arch=compute_90,code=compute_90"],
+    }
+
+    def compile_one(name):
+        with open(os.devnull, "w") as quiet:
+            standin_cuda.compile_shared(str(home / "bin/nvcc"), [str(KERNEL)], str(d / (name + ".so")), targets[name],
+                                        1, str(d / ("obj-" + name)), log=quiet)
+        return name, d / (name + ".so")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        built = dict(pool.map(compile_one, targets))
+    (d / "plain.so").write_bytes(Path("/bin/true").read_bytes())  # an ELF file without device code
+    built["plain"] = d / "plain.so"
+    built["cuobjdump"] = home / "bin/cuobjdump"
+    return built
+
+
+def _cuobjdump_args(objects, *caps):
+    args = ["--cuobjdump", str(objects["cuobjdump"])]
+    for cap in caps or ("12.0",):
+        args += ["--capability", cap]
+    return tuple(args)
+
+
+@needs_gxx
+def test_release_whose_objects_hold_sm120_sass_passes(site, objects):
+    rc, out, err = site(args=_cuobjdump_args(objects), dists={
+        "flashinfer-python": {"flashinfer/_kernels.so": objects["sm120f"]},
+        "sglang": {"sglang/_kernels.so": objects["sm120f"], "sglang/_plain.so": objects["plain"]}})
+    assert rc == 0, err
+    flashinfer = out["kernel_objects"]["flashinfer-python"]
+    assert [(Path(k).parts[-2:], v) for k, v in flashinfer.items()] == [
+        (("flashinfer", "_kernels.so"), {"sass": ["sm_120"], "ptx": []})]  # cuobjdump lists 12.0f cubins as sm_120
+    sglang = out["kernel_objects"]["sglang"]
+    assert [v for k, v in sglang.items() if k.endswith("sglang/_kernels.so")] == [{"sass": ["sm_120"], "ptx": []}]
+    assert not any(k.endswith("_plain.so") for k in sglang)  # no device code: not a kernel object
+    assert out["required_capabilities"] == ["12.0"]
+
+
+@needs_gxx
+def test_build_for_another_arch_is_refused_naming_what_was_found(site, objects):
+    """The acceptance case: a build override without 12.0 (here 9.0) builds, but the GPUs are 12.0."""
+    rc, out, err = site(args=_cuobjdump_args(objects, "9.0"), flashinfer_archs=["sm_90a"], dists={
+        "flashinfer-python": {"flashinfer/_kernels.so": objects["sm90a"]},
+        "sglang": {"sglang/_kernels.so": objects["sm90"]}})
+    assert rc == 1
+    assert out["required_capabilities"] == ["9.0", "12.0"]  # the GPUs' capability joins the requested one
+    assert err.startswith("installed kernels lack sm_120: ")  # sm_90, which the build was told to target, is there
+    assert "flashinfer-python: no sm_120 code: found sm_90a (_kernels.so)" in err
+    assert "sglang: no sm_120 code: found sm_90 (_kernels.so)" in err
+
+
+@needs_gxx
+def test_ptx_only_for_sm120_is_refused(site, objects):
+    rc, out, err = site(args=_cuobjdump_args(objects), dists={
+        "sglang": {"sglang/_kernels.so": objects["ptx120"]}})
+    assert rc == 1
+    assert out["kernel_objects"]["sglang"].popitem()[1] == {"sass": [], "ptx": ["compute_120"]}
+    assert "sglang: no sm_120 code: found no SASS; PTX compute_120 is refused (the driver would JIT-compile it" in err
+
+
+@needs_gxx
+def test_sass_with_extra_ptx_passes_and_arch_specific_sass_counts(site, objects):
+    rc, out, err = site(args=_cuobjdump_args(objects), dists={
+        "sglang-kernel": {"sgl_kernel/sm90/common_ops.so": objects["sm90"],  # per-arch variants: judged as a whole
+                          "sgl_kernel/sm100/common_ops.so": objects["sm120a_ptx90"]}})
+    assert rc == 0, err
+    assert sorted(v["sass"][0] for v in out["kernel_objects"]["sglang-kernel"].values()) == ["sm_120a", "sm_90"]
+
+
+@needs_gxx
+def test_no_device_code_anywhere_or_no_cuobjdump_is_refused(site, objects, tmp_path):
+    rc, _, err = site(args=_cuobjdump_args(objects), dists={"sglang": {"sglang/_plain.so": objects["plain"]}})
+    assert rc == 1 and "no sm_120 code: none of sglang ships CUDA objects" in err
+    rc, _, err = site(args=("--capability", "12.0", "--cuobjdump", str(tmp_path / "missing/cuobjdump")),
+                      dists={"sglang": {"sglang/_kernels.so": objects["sm120f"]}})
+    assert rc == 1 and "cannot read the kernels' SASS: no cuobjdump at %s" % (tmp_path / "missing/cuobjdump") in err
+
+
+@needs_gxx
+def test_cuobjdump_archs_reads_sass_and_ptx(objects):
+    read = release_probe.cuobjdump_archs
+    dump = str(objects["cuobjdump"])
+    assert read(dump, objects["sm120a_ptx90"]) == {"sass": ["sm_120a"], "ptx": ["compute_90"]}
+    assert read(dump, objects["sm120f"]) == {"sass": ["sm_120"], "ptx": []}
+    assert read(dump, objects["plain"]) is None
+
+
+def test_sass_rules_for_a_12_1_gpu():
+    code = {"a": {"objects": {"/x/a.so": {"sass": ["sm_120a"], "ptx": []}}, "unreadable": {}},
+            "f": {"objects": {"/x/f.so": {"sass": ["sm_120f"], "ptx": []}}, "unreadable": {}},
+            "absent": {"objects": {}, "unreadable": {}}}
+    problems = release_probe.sass_problems(code, ["12.1"])
+    assert problems == ["a: no sm_121 code: found sm_120a (a.so)"]  # sm_120a is 12.0 only; the 12.0f family runs
+    assert release_probe.sass_problems(code, ["12.0"]) == []

@@ -19,8 +19,11 @@ SANDBOX = Path(__file__).resolve().parents[1] / "sandbox"
 sys.path.insert(0, str(SANDBOX))
 
 import cuda_repo  # noqa: E402
+import cuda_wheels  # noqa: E402
 import fake_nvidia_smi  # noqa: E402
 import fake_sources  # noqa: E402
+import fake_torch  # noqa: E402
+import real_sources  # noqa: E402
 
 SMI = SANDBOX / "fake_nvidia_smi.py"
 ALL_FIELDS = "index,name,uuid,compute_cap,memory.total,memory.used,driver_version,persistence_mode,pci.bus_id"
@@ -318,6 +321,12 @@ def test_checkpoint_deterministic_and_idempotent(ckpt, tmp_path):
 needs_apt_tools = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("dpkg-deb", "apt-ftparchive", "gpg", "gpgv")),
     reason="dpkg-deb, apt-ftparchive, gpg and gpgv are needed")
+# nvcc compiles host code with g++ (scripts/bootstrap.sh installs it on the controller)
+needs_gxx = pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)")
+TOOLKIT_DEBS = ("cuda-nvcc-13-0_13.0.88-1", "cuda-crt-13-0_13.0.88-1", "cuda-nvvm-13-0_13.0.88-1",
+                "cuda-cccl-13-0_13.0.85-1", "cuda-cudart-13-0_13.0.96-1", "cuda-cudart-dev-13-0_13.0.96-1",
+                "cuda-cuobjdump-13-0_13.2.51-1")
+KERNEL = SANDBOX / "kernels" / "rmsnorm.cu"
 
 
 @pytest.fixture(scope="module")
@@ -327,6 +336,18 @@ def repo(tmp_path_factory):
     out = tmp_path_factory.mktemp("artifacts")
     info = cuda_repo.build_cuda_repo(out)
     return out, info
+
+
+@pytest.fixture(scope="module")
+def cuda13():
+    """The real CUDA 13.0 toolkit assembled from NVIDIA's wheels (downloaded once into .sandbox/cache)."""
+    return cuda_wheels.toolkit()["home"]
+
+
+def _cuobjdump(home, path):
+    p = subprocess.run([str(home / "bin/cuobjdump"), "--list-elf", "--list-ptx", str(path)], capture_output=True,
+                       text=True)
+    return p.stdout + p.stderr
 
 
 @needs_apt_tools
@@ -339,7 +360,16 @@ def test_repo_packages_index(repo):
     tk = [s for s in stanzas if s["Package"] == "cuda-toolkit-13-0"]
     assert sorted(s["Version"] for s in tk) == ["13.0.0-1", "13.0.2-1"]
     assert all(s["Architecture"] == "amd64" and s["Filename"].startswith("./") for s in tk)
-    assert "cuda-nvcc-13-0 (>= 13.0.88)" in next(s for s in tk if s["Version"] == "13.0.2-1")["Depends"]
+    update2 = next(s for s in tk if s["Version"] == "13.0.2-1")["Depends"]
+    for dep in ("cuda-nvcc-13-0 (>= 13.0.88)", "cuda-cudart-dev-13-0 (>= 13.0.96)", "cuda-cccl-13-0 (>= 13.0.85)",
+                "cuda-cuobjdump-13-0"):
+        assert dep in update2
+    nvcc = next(s for s in stanzas if s["Package"] == "cuda-nvcc-13-0")
+    assert nvcc["Version"] == "13.0.88-1" and nvcc["Depends"].startswith(
+        "cuda-crt-13-0 (>= 13.0.88), cuda-nvvm-13-0 (>= 13.0.88)")
+    assert int(nvcc["Installed-Size"]) > 100_000  # the real compiler (~110 MB), not a script
+    for deb in TOOLKIT_DEBS:
+        assert (r / (deb + "_amd64.deb")).is_file(), deb
     assert (r / "cuda-keyring_1.1-1_all.deb").is_file() and (r / "3bf863cc.pub").is_file()
     release = (r / "Release").read_text()
     for name in ("Packages", "Packages.gz"):
@@ -362,7 +392,11 @@ def test_repo_signatures_verify(repo, tmp_path):
 
 
 @needs_apt_tools
-def test_repo_keyring_deb_and_nvcc(repo, tmp_path):
+@needs_gxx
+def test_repo_toolkit_debs_hold_the_real_compiler(repo, tmp_path):
+    """Unpacked like dpkg would, the debs make /usr/local/cuda-13.0 with the real nvcc: it reports V13.0.88,
+    lists sm_120, compiles compute_120f to sm_120 SASS (read back with the packaged cuobjdump) and refuses
+    an arch it does not know with its own message."""
     _, info = repo
     r = Path(info["repo"])
     root = tmp_path / "root"
@@ -371,17 +405,52 @@ def test_repo_keyring_deb_and_nvcc(repo, tmp_path):
     assert (root / "etc/apt/sources.list.d/cuda-debian12-x86_64.list").read_text() == (
         "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n")
-    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-nvcc-13-0_13.0.88-1_amd64.deb"), str(root)], check=True)
-    out = subprocess.run([str(root / "usr/local/cuda-13.0/bin/nvcc"), "--version"], capture_output=True,
-                         text=True, check=True).stdout
+    for deb in TOOLKIT_DEBS:
+        subprocess.run(["dpkg-deb", "-x", str(r / (deb + "_amd64.deb")), str(root)], check=True)
+    home = root / "usr/local/cuda-13.0"
+    nvcc = str(home / "bin/nvcc")
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
     assert "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n" in out
-    subprocess.run(["dpkg-deb", "-x", str(r / "cuda-cudart-13-0_13.0.96-1_amd64.deb"), str(root)], check=True)
-    lib = root / "usr/local/cuda-13.0/lib64/libcudart.so.13"
-    assert os.readlink(root / "usr/local/cuda-13.0/lib64") == "targets/x86_64-linux/lib"
-    assert lib.read_bytes()[:4] == b"\x7fELF"
+    assert "sm_120" in subprocess.run([nvcc, "--list-gpu-code"], capture_output=True, text=True).stdout.split()
+    assert os.readlink(home / "lib64") == "targets/x86_64-linux/lib"
+    assert os.readlink(home / "include") == "targets/x86_64-linux/include"
+    assert (home / "lib64/libcudart.so.13").resolve().name == "libcudart.so.13.0.96"
+    assert (home / "include/cuda_runtime.h").is_file() and (home / "include/cccl/cuda/std/version").is_file()
+    obj = tmp_path / "k.o"
+    subprocess.run([nvcc, "-c", "-gencode", "arch=compute_120f,code=sm_120f", "-o", str(obj), str(KERNEL)],
+                   check=True, capture_output=True)
+    assert re.search(r"ELF file +1: .*\.sm_120\.cubin", _cuobjdump(home, obj))
+    bad = subprocess.run([nvcc, "-c", "-gencode", "arch=compute_999,code=sm_999", "-o", str(obj), str(KERNEL)],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "nvcc fatal   : Unsupported gpu architecture 'compute_999'" in bad.stderr
     post = subprocess.run(["dpkg-deb", "-I", str(r / "cuda-toolkit-13-0-config-common_13.0.96-1_all.deb"),
                            "postinst"], capture_output=True, text=True, check=True).stdout
     assert "update-alternatives --install /usr/local/cuda cuda /usr/local/cuda-13.0 130" in post
+
+
+def test_toolkit_layout_of_wheel_members():
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/bin/nvcc") == ("cuda-nvcc-13-0", "bin/nvcc")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-crt", "nvidia/cu13/include/crt/host_config.h") == (
+        "cuda-crt-13-0", "targets/x86_64-linux/include/crt/host_config.h")
+    assert cuda_wheels.toolkit_path("nvidia-nvvm", "nvidia/cu13/lib/libnvvm.so.4") == (
+        "cuda-nvvm-13-0", "nvvm/lib64/libnvvm.so.4")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-runtime", "nvidia/cu13/lib/libcudart.so.13") == (
+        "cuda-cudart-13-0", "targets/x86_64-linux/lib/libcudart.so.13.0.96")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-runtime", "nvidia/cu13/lib/libcudart_static.a") == (
+        "cuda-cudart-dev-13-0", "targets/x86_64-linux/lib/libcudart_static.a")
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/.metadata/provenance.txt") is None
+    assert cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia_cuda_nvcc-13.0.88.dist-info/RECORD") is None
+    with pytest.raises(RuntimeError, match="no place in the toolkit layout"):
+        cuda_wheels.toolkit_path("nvidia-cuda-nvcc", "nvidia/cu13/share/doc")
+
+
+def test_fetch_refuses_a_wheel_whose_sha256_is_not_the_pinned_one(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64.whl").write_bytes(b"not the wheel")
+    pin = cuda_wheels.Wheel("nvidia-cuda-crt", "13.0.88", "0" * 64)
+    with pytest.raises(RuntimeError, match="has sha256 .* pinned 0000"):
+        cuda_wheels.fetch([pin], cache=tmp_path)
 
 
 @needs_apt_tools
@@ -393,27 +462,53 @@ def test_repo_idempotent_key_stable(repo):
     assert forced["rebuilt"] is True and forced["fingerprint"] == info["fingerprint"]
 
 
-@needs_apt_tools
-@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
-def test_repo_apt_get_update_and_simulate(repo, tmp_path):
-    _, info = repo
-    d = tmp_path / "apt"
+def _apt_opts(d, sources_line):
     for sub in ("etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial"):
         (d / sub).mkdir(parents=True)
     (d / "state/status").write_text("")
-    (d / "etc/sources.list").write_text("deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
+    (d / "etc/sources.list").write_text(sources_line)
     opts = []
     for k, v in (("Dir::Etc::sourcelist", d / "etc/sources.list"), ("Dir::Etc::sourceparts", d / "etc/sources.list.d"),
                  ("Dir::Etc::preferencesparts", d / "etc/preferences.d"), ("Dir::State", d / "state"),
                  ("Dir::State::status", d / "state/status"), ("Dir::Cache", d / "cache"),
                  ("Debug::NoLocking", "1"), ("APT::Architecture", "amd64")):
         opts += ["-o", "%s=%s" % (k, v)]
+    return opts
+
+
+@needs_apt_tools
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
+def test_repo_apt_get_update_and_simulate(repo, tmp_path):
+    _, info = repo
+    opts = _apt_opts(tmp_path / "apt", "deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
     upd = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
     assert upd.returncode == 0 and "not signed" not in upd.stderr, upd.stderr
     sim = subprocess.run(["apt-get", *opts, "--simulate", "install", "cuda-toolkit-13-0=13.0.0-1"],
                          capture_output=True, text=True)
     assert sim.returncode == 0, sim.stderr
     assert "Inst cuda-toolkit-13-0 (13.0.0-1" in sim.stdout and "Inst cuda-nvcc-13-0 (13.0.88-1" in sim.stdout
+    assert "Inst cuda-crt-13-0 (13.0.88-1" in sim.stdout and "Inst cuda-cuobjdump-13-0 (13.2.51-1" in sim.stdout
+
+
+@needs_apt_tools
+@pytest.mark.skipif(not shutil.which("apt-get"), reason="apt-get needed")
+def test_debian_repo_serves_the_host_compiler_closure(tmp_path):
+    """The node's Debian mirror stand-in holds real Debian packages: g++ resolves from it alone (an empty dpkg
+    status, so every dependency must be in the repo), and the index is signed with the sandbox key."""
+    import distro_repo
+    info = distro_repo.build_debian_repo(tmp_path / "artifacts")
+    names = {p.name.split("_")[0] for p in Path(info["repo"]).glob("*.deb")}
+    assert {"g++", "g++-12", "gcc-12", "cpp-12", "libstdc++-12-dev", "libc6-dev", "binutils"} <= names
+    assert not any("%3a" in p.name for p in Path(info["repo"]).glob("*.deb"))  # epochs are not in pool names
+    assert subprocess.run(["gpgv", "--keyring", info["keyring"], str(Path(info["repo"]) / "InRelease")],
+                          capture_output=True).returncode == 0
+    opts = _apt_opts(tmp_path / "apt", "deb [signed-by=%s] file://%s/ /\n" % (info["keyring"], info["repo"]))
+    upd = subprocess.run(["apt-get", *opts, "update"], capture_output=True, text=True)
+    assert upd.returncode == 0, upd.stderr
+    sim = subprocess.run(["apt-get", *opts, "--simulate", "install", "g++"], capture_output=True, text=True)
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    assert re.search(r"^Inst g\+\+-12 ", sim.stdout, re.M) and re.search(r"^Inst libc6-dev ", sim.stdout, re.M)
+    assert distro_repo.build_debian_repo(tmp_path / "artifacts")["rebuilt"] is False
 
 
 # ============================================================================================ flashinfer
@@ -426,21 +521,32 @@ def fi_repo(tmp_path_factory):
     return g, sha
 
 
-def _fake_cuda(root: Path, toolkit="13.0.2"):
-    nvcc = root / "bin" / "nvcc"
-    nvcc.parent.mkdir(parents=True)
-    nvcc.write_text(cuda_repo.nvcc_script(toolkit, cuda_repo.RELEASES[toolkit]))
-    nvcc.chmod(0o755)
-    return root
+@pytest.fixture(scope="module")
+def torch_path(tmp_path_factory):
+    """The stand-in torch package, with torch 2.14.1's own cpp_extension functions, for PYTHONPATH."""
+    d = tmp_path_factory.mktemp("torch")
+    fake_torch.write_package(d, cpp_extension=real_sources.torch_cpp_extension())
+    return d
 
 
-def _build_wheel(checkout: Path, dest: Path, env_extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST")}
+def _build(checkout: Path, dest: Path, env_extra, torch_path, backend="build_backend"):
+    """Run a stand-in's PEP 517 build_wheel as pip's build environment would: torch (the stand-in) and packaging
+    importable, nothing from the host's CUDA or arch variables."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS",
+                        "FLASHINFER_NVCC_THREADS")}
     env["PATH"] = "/usr/bin:/bin"
+    env["PYTHONPATH"] = str(torch_path)
+    env["FAKE_TORCH_NVIDIA_SMI"] = str(SMI)
     env.update(env_extra)
-    code = "import build_backend, sys; print(build_backend.build_wheel(sys.argv[1]))"
+    code = "import %s as b, sys; print(b.build_wheel(sys.argv[1]))" % backend
     return subprocess.run([sys.executable, "-c", code, str(dest)], cwd=checkout, env=env, capture_output=True,
                           text=True)
+
+
+def _checkout(git_dir, tag, dest):
+    subprocess.run(["git", "clone", "-q", "--branch", tag, str(git_dir), str(dest)], check=True, capture_output=True)
+    return dest
 
 
 def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
@@ -454,64 +560,141 @@ def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
     assert fake_sources.build_flashinfer_repo(g) == sha  # no-op
 
 
-def test_flashinfer_build_records_env_and_needs_nvcc(fi_repo, tmp_path):
-    g, sha = fi_repo
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", str(g), str(co)], check=True)
-    subprocess.run(["git", "-C", str(co), "-c", "advice.detachedHead=false", "checkout", "-q", "v0.7.2"], check=True)
-    assert '__version__ = "0.7.2"' in (co / "flashinfer/_version.py").read_text()
+def test_flashinfer_repo_carries_flashinfers_own_arch_code(fi_repo, tmp_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
+    real = real_sources.flashinfer_files()
+    assert (co / "flashinfer/compilation_context.py").read_text() == real["flashinfer/compilation_context.py"]
+    assert "class CompilationContext:" in real["flashinfer/compilation_context.py"]
+    cpp_ext = (co / "flashinfer/jit/cpp_ext.py").read_text()
+    assert "flashinfer-python\n0.7.2's flashinfer/jit/cpp_ext.py" in cpp_ext
+    for fn in real_sources.FLASHINFER_CPP_EXT_FUNCTIONS:
+        assert "\ndef %s(" % fn in cpp_ext
+    assert sorted(p.name for p in (co / "csrc").glob("*.cu")) == ["rmsnorm.cu", "silu_and_mul.cu"]
+    assert 'requires = ["torch", "packaging"]' in (co / "pyproject.toml").read_text()
+
+
+def test_extract_refuses_a_function_that_needs_more_than_the_stand_in_gives():
+    src = "import os\n\ndef f():\n    return os.getcwd() + helper()\n"
+    with pytest.raises(RuntimeError, match="f now uses helper"):
+        real_sources.extract(src, ["f"], "import os\n", "x.py")
+    assert "def f():" in real_sources.extract(src.replace(" + helper()", ""), ["f"], "import os\n", "x.py")
+    with pytest.raises(RuntimeError, match="no top-level function g"):
+        real_sources.extract(src, ["g"], "import os\n", "x.py")
+
+
+@needs_gxx
+def test_flashinfer_build_compiles_sm120_with_flashinfers_flags(fi_repo, tmp_path, cuda13, torch_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     (tmp_path / "w").mkdir()
-    bad = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")})
-    assert bad.returncode != 0 and "nvcc not found" in bad.stderr
-    cuda = _fake_cuda(tmp_path / "cuda-13.0")
-    comma = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"})
-    assert comma.returncode != 0 and "space-separated" in comma.stderr
-    env = {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
+    bad = _build(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")}, torch_path)
+    assert bad.returncode != 0 and "nvcc not found at %s/bin/nvcc" % (tmp_path / "no-cuda") in bad.stderr
+    comma = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"},
+                   torch_path)
+    # FlashInfer's own parser: split(" ") then "major, minor = arch.split('.')"
+    assert comma.returncode != 0 and "ValueError: too many values to unpack" in comma.stderr
+    env = {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
            "MAX_JOBS": "3", "FLASHINFER_NVCC_THREADS": "2"}
-    ok = _build_wheel(co, tmp_path / "w", env)
+    ok = _build(co, tmp_path / "w", env, torch_path)
     assert ok.returncode == 0, ok.stderr
-    whl = tmp_path / "w" / ok.stdout.strip()
+    whl = tmp_path / "w" / ok.stdout.strip().splitlines()[-1]
     with zipfile.ZipFile(whl) as zf:
         info = json.loads(zf.read("flashinfer/_build_info.json"))
         assert "flashinfer_python-0.7.2.dist-info/RECORD" in zf.namelist()
+        (tmp_path / "_kernels.so").write_bytes(zf.read("flashinfer/_kernels.so"))
     assert info["env"] == env
     assert info["compiled_archs"] == ["sm_120f"] and info["cuda_version"] == "13.0"
+    assert info["nvcc_version"] == "Cuda compilation tools, release 13.0, V13.0.88"
+    assert "-gencode=arch=compute_120f,code=sm_120f" in info["nvcc_flags"] and "--threads=2" in info["nvcc_flags"]
+    assert info["max_jobs"] == 3
+    dump = _cuobjdump(cuda13, tmp_path / "_kernels.so")
+    # one cubin per .cu, named after the library, all sm_120 (a 12.0f family cubin is listed as sm_120)
+    assert re.findall(r"ELF file +\d+: (\S+)", dump) == ["_kernels.1.sm_120.cubin", "_kernels.2.sm_120.cubin"], dump
 
 
-def test_flashinfer_family_arch_needs_cuda_12_9(fi_repo, tmp_path):
-    g, _ = fi_repo
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True,
-                   capture_output=True)
-    cuda = tmp_path / "cuda-12.8"
-    (cuda / "bin").mkdir(parents=True)
-    (cuda / "bin/nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.8, V12.8.93'\n")
-    (cuda / "bin/nvcc").chmod(0o755)
+@needs_gxx
+def test_flashinfer_arch_the_compiler_refuses_fails_with_nvccs_message(fi_repo, tmp_path, cuda13, torch_path):
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     (tmp_path / "w").mkdir()
-    r = _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0f"})
-    assert r.returncode != 0 and "needs CUDA >= 12.9" in r.stderr
-    assert _build_wheel(co, tmp_path / "w", {"CUDA_HOME": str(cuda), "FLASHINFER_CUDA_ARCH_LIST": "12.0a"}
-                        ).returncode == 0
+    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0x"}, torch_path)
+    assert r.returncode != 0
+    assert "nvcc fatal   : Unsupported gpu architecture 'compute_120x'" in r.stderr
+    assert list((tmp_path / "w").iterdir()) == []  # no wheel from a failed compile
+    # unsuffixed: FlashInfer's own _normalize_cuda_arch asks nvcc's release (13.0 >= 12.9: family "f"); 9.0 -> 9.0a
+    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0 9.0"}, torch_path)
+    assert r.returncode == 0, r.stderr
+    with zipfile.ZipFile(tmp_path / "w" / r.stdout.strip().splitlines()[-1]) as zf:
+        info = json.loads(zf.read("flashinfer/_build_info.json"))
+        (tmp_path / "k.so").write_bytes(zf.read("flashinfer/_kernels.so"))
+    assert info["compiled_archs"] == ["sm_120f", "sm_90a"]
+    dump = _cuobjdump(cuda13, tmp_path / "k.so")
+    assert sorted(re.findall(r"ELF file +\d+: k\.\d+\.(sm_\w+)\.cubin", dump)) == ["sm_120", "sm_120", "sm_90a", "sm_90a"]
 
 
+@needs_gxx
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system python3 with venv")
-def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path):
-    g, _ = fi_repo
+def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path, cuda13):
+    """pip builds the checkout with build isolation from a local wheelhouse (the stand-in torch and packaging),
+    as the role does on a node, and the installed package reports what it was compiled for."""
+    import wheelhouse
     venv = tmp_path / "venv"
     if subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], capture_output=True).returncode != 0:
         pytest.skip("python3 -m venv unavailable")
-    co = tmp_path / "src"
-    subprocess.run(["git", "clone", "-q", "--branch", "v0.7.2", str(g), str(co)], check=True, capture_output=True)
-    cuda = _fake_cuda(tmp_path / "cuda")
-    env = dict(os.environ, CUDA_HOME=str(cuda), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    house = tmp_path / "wheelhouse"
+    fake_torch.build_torch_wheel(house)
+    cached = cuda_wheels.cache_dir() / "wheels"
+    wheelhouse.download_pinned(cached, ["packaging==26.4"])  # the sandbox wheelhouse's pin, downloaded once
+    shutil.copy2(next(cached.glob("packaging-26.4-*.whl")), house)
+    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
+    env = dict(os.environ, CUDA_HOME=str(cuda13), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               PATH="/usr/bin:/bin")
     env.pop("PIP_FIND_LINKS", None)
-    p = subprocess.run([str(venv / "bin/pip"), "install", "--no-build-isolation", "--no-index", str(co)],
-                       env=env, capture_output=True, text=True)
+    p = subprocess.run([str(venv / "bin/pip"), "install", "--isolated", "--no-index", "--find-links", str(house),
+                        str(co)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     q = subprocess.run([str(venv / "bin/python"), "-c",
-                        "import flashinfer; print(flashinfer.__version__, flashinfer.get_cuda_arch_list())"],
+                        "import flashinfer, os; print(flashinfer.__version__, flashinfer.get_cuda_arch_list(), "
+                        "os.path.getsize(os.path.join(os.path.dirname(flashinfer.__file__), '_kernels.so')) > 0)"],
                        capture_output=True, text=True, check=True)
-    assert q.stdout.strip() == "0.7.2 ['sm_120f']"
+    assert q.stdout.strip() == "0.7.2 ['sm_120f'] True"
+
+
+
+
+# ============================================================================================ sglang build
+@pytest.fixture(scope="module")
+def sglang_checkout(tmp_path_factory):
+    if not shutil.which("git"):
+        pytest.skip("git needed")
+    sys.path.insert(0, str(SANDBOX / "sglang_sim"))
+    try:
+        from build_repo import build_sglang_repo
+    finally:
+        sys.path.remove(str(SANDBOX / "sglang_sim"))
+    d = tmp_path_factory.mktemp("sglang")
+    build_sglang_repo(d / "sglang.git")
+    return _checkout(d / "sglang.git", "v0.5.23", d / "src") / "python"
+
+
+@needs_gxx
+def test_sglang_build_compiles_with_torchs_arch_flags(sglang_checkout, tmp_path, cuda13, torch_path):
+    """The SGLang stand-in compiles csrc/ with torch's own _get_cuda_arch_flags: TORCH_CUDA_ARCH_LIST 12.0 gives
+    sm_120 SASS; 12.0f, which torch does not know, fails with torch's own message; MAX_JOBS sets the jobs."""
+    (tmp_path / "w").mkdir()
+    env = {"CUDA_HOME": str(cuda13), "TORCH_CUDA_ARCH_LIST": "12.0", "MAX_JOBS": "2"}
+    ok = _build(sglang_checkout, tmp_path / "w", env, torch_path, backend="sim_build_backend")
+    assert ok.returncode == 0, ok.stderr
+    with zipfile.ZipFile(tmp_path / "w" / ok.stdout.strip().splitlines()[-1]) as zf:
+        record = json.loads(zf.read("sglang/_kernels.build.json"))
+        (tmp_path / "k.so").write_bytes(zf.read("sglang/_kernels.so"))
+        assert any(line.startswith("sglang/_kernels.so,sha256=") for line in
+                   zf.read("sglang-0.5.23.dist-info/RECORD").decode().splitlines())
+    assert record["flags"][0] == "-gencode=arch=compute_120,code=sm_120" and record["jobs"] == 2
+    assert record["nvcc_version"].endswith("V13.0.88")
+    assert re.findall(r"ELF file +\d+: k\.\d+\.(sm_\w+)\.cubin", _cuobjdump(cuda13, tmp_path / "k.so")) == [
+        "sm_120", "sm_120"]
+    bad = _build(sglang_checkout, tmp_path / "w2", dict(env, TORCH_CUDA_ARCH_LIST="12.0f"), torch_path,
+                 backend="sim_build_backend")
+    assert bad.returncode != 0 and "ValueError: Unknown CUDA arch (12.0f) or GPU not supported" in bad.stderr
 
 
 # ============================================================================================ builder

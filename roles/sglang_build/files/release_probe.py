@@ -2,11 +2,31 @@
 """Kernel probe for a release venv: run with the release's own python before the release is activated.
 
     <release>/venv/bin/python release_probe.py --capability 12.0 [--capability ...] [--cuda 13.0]
+        [--cuobjdump /usr/local/cuda-13.0/bin/cuobjdump] [--kernel-distribution sglang-kernel ...]
 
 Checks (FIELD_NOTES "SM120 builds", R11): sglang, flashinfer and torch import; versions; CUDA is
 available; ``torch.cuda.get_arch_list()`` holds ``sm_<XY>`` for every expected capability; one small kernel
 op (``torch.ones(4, device="cuda").sum()``) runs on GPU 0; FlashInfer's compiled archs cover every
 capability (``12.0f`` covers 12.0 and 12.1, ``12.0a``/``12.0`` only 12.0); torch's CUDA matches ``--cuda``.
+The expected capabilities are the ``--capability`` values plus those of the GPUs torch sees: kernels built
+for another GPU are refused even when the build was told to target it.
+
+The SASS itself (with ``--cuobjdump``): every file of the kernel distributions (``--kernel-distribution``;
+default flashinfer-python, flashinfer-cubin, flashinfer-jit-cache, sglang, sglang-kernel, those installed)
+that can hold device code (``*.so``, ``*.cubin``, ``*.fatbin``, from the distribution's RECORD, so the source
+and the wheel method are read alike) is listed with ``cuobjdump --list-elf --list-ptx``. What counts:
+
+* a cubin for ``sm_120``, ``sm_120a`` or ``sm_120f`` counts for compute capability 12.0 (cuobjdump names a
+  ``12.0f`` family cubin ``sm_120``); ``sm_120f`` also for 12.1, as the family rule says;
+* PTX does not count. A distribution whose only code for 12.0 is PTX (``compute_120``, or PTX of an older
+  arch) is refused: the driver would JIT-compile it at every cold start (minutes for kernel libraries, and
+  again whenever the JIT cache is keyed anew), and PTX without the ``a``/``f`` suffix lacks the arch-specific
+  instructions the SM120 kernels are built for. SASS plus PTX is fine.
+
+A distribution that ships device code but no SASS for a wanted capability makes the probe fail with
+"<dist>: no sm_120 code: found sm_90 (<files>)"; no device code in any of them fails too (a release must prove
+its kernels). One distribution may ship per-arch variants (sglang-kernel's sm90/ and sm100/ libraries): it is
+judged as a whole.
 
 Prints one JSON object on stdout: the facts found plus ``ok`` and ``problems``. Exit 0 when ok, 1 when
 a check failed; the first line of stderr then says why, starting with "installed kernels lack sm_120"
@@ -17,8 +37,12 @@ Stdlib only, Python >= 3.9.
 import argparse
 import importlib
 import json
+import os
 import re
+import subprocess
 import sys
+
+KERNEL_DISTRIBUTIONS = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sglang", "sglang-kernel")
 
 
 def _cap_tuple(cap):
@@ -77,9 +101,100 @@ def flashinfer_archs(flashinfer):
         return None, "unknown (%s: %s)" % (type(exc).__name__, exc)
 
 
-def probe(capabilities, cuda=None, require_flashinfer_archs=False):
+def _device_code_candidate(path):
+    name = os.path.basename(str(path))
+    return name.endswith((".so", ".cubin", ".fatbin")) or ".so." in name
+
+
+def cuobjdump_archs(cuobjdump, path):
+    """{"sass": [...], "ptx": [...]} of one file (sorted, e.g. sass ["sm_120a"], ptx ["compute_120"]); None when
+    it holds no device code. Raises RuntimeError with cuobjdump's message when it cannot read the file."""
+    proc = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", str(path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    out = proc.stdout.decode(errors="replace")
+    err = proc.stderr.decode(errors="replace")
+    sass, ptx = set(), set()
+    for line in out.splitlines():
+        m = re.match(r"\s*ELF file\s+\d+:\s+\S*\.(sm_\d+[af]?)\.cubin\s*$", line)
+        if m:
+            sass.add(m.group(1))
+        m = re.match(r"\s*PTX file\s+\d+:\s+\S*\.sm_(\d+[af]?)\.ptx\s*$", line)
+        if m:
+            ptx.add("compute_" + m.group(1))
+    if sass or ptx:
+        return {"sass": sorted(sass, key=_arch_sort), "ptx": sorted(ptx, key=_arch_sort)}
+    if "does not contain device code" in err or "No ELF file found" in err:
+        return None
+    raise RuntimeError((err or out).strip().splitlines()[-1] if (err or out).strip() else "exit %d" % proc.returncode)
+
+
+def _arch_sort(arch):
+    m = re.search(r"(\d+)([af]?)$", arch)
+    return (int(m.group(1)), m.group(2)) if m else (0, arch)
+
+
+def _distribution_files(name):
+    """Absolute paths of an installed distribution's files (its RECORD); None when it is not installed."""
+    from importlib import metadata
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+    return [os.path.realpath(str(dist.locate_file(f))) for f in (dist.files or [])]
+
+
+def kernel_code(cuobjdump, distributions=KERNEL_DISTRIBUTIONS, files_of=_distribution_files):
+    """{distribution: {"objects": {file: {"sass", "ptx"}}, "unreadable": {file: message}}} for the installed ones."""
+    found = {}
+    for name in distributions:
+        files = files_of(name)
+        if files is None:
+            continue
+        entry = {"objects": {}, "unreadable": {}}
+        for path in sorted(p for p in files if _device_code_candidate(p) and os.path.isfile(p)):
+            try:
+                archs = cuobjdump_archs(cuobjdump, path)
+            except (OSError, RuntimeError) as exc:
+                entry["unreadable"][path] = str(exc)
+                continue
+            if archs is not None:
+                entry["objects"][path] = archs
+        found[name] = entry
+    return found
+
+
+def sass_problems(code, capabilities):
+    """Problems for ``kernel_code()``'s result: a distribution with device code lacking SASS for a capability
+    (PTX does not count), or no device code in any distribution at all."""
+    problems = []
+    for name, entry in code.items():
+        objects = entry["objects"]
+        if not objects:
+            continue
+        sass = sorted({a for o in objects.values() for a in o["sass"]}, key=_arch_sort)
+        ptx = sorted({a for o in objects.values() for a in o["ptx"]}, key=_arch_sort)
+        files = ", ".join(sorted(os.path.basename(p) for p in objects))
+        for cap in capabilities:
+            if any(arch_covers(a, cap) for a in sass):
+                continue
+            want = sm_name(cap)
+            if ptx:
+                problems.append("%s: no %s code: found %s; PTX %s is refused (the driver would JIT-compile it at "
+                                "every cold start; build SASS for %s) (%s)"
+                                % (name, want, ", ".join(sass) or "no SASS", ", ".join(ptx), cap, files))
+            else:
+                problems.append("%s: no %s code: found %s (%s)" % (name, want, ", ".join(sass), files))
+    if not any(entry["objects"] for entry in code.values()):
+        problems.append("no %s code: none of %s ships CUDA objects (.so/.cubin with device code)"
+                        % (", ".join(sm_name(c) for c in capabilities), ", ".join(sorted(code)) or "the kernel packages"))
+    return problems
+
+
+def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=None,
+          kernel_distributions=KERNEL_DISTRIBUTIONS):
     result = {"ok": False, "problems": [], "capabilities": list(capabilities)}
     problems = result["problems"]
+    wanted = list(capabilities)
     mods = {}
     for name in ("torch", "flashinfer", "sglang"):
         try:
@@ -90,6 +205,7 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False):
         result[name] = getattr(mod, "__version__", None)
     torch = mods.get("torch")
     kernel_problem = []
+    lacking = []  # capabilities a check found no kernels for (the message's "lack sm_XY"); all when unknown
     if torch is not None:
         result["torch_cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
         if cuda and result["torch_cuda"] and _cap_tuple(result["torch_cuda"]) != _cap_tuple(cuda):
@@ -101,9 +217,14 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False):
         else:
             result["device_name"] = torch.cuda.get_device_name(0)
             result["device_capability"] = "%d.%d" % tuple(torch.cuda.get_device_capability(0))
+            for index in range(torch.cuda.device_count()):
+                cap = "%d.%d" % tuple(torch.cuda.get_device_capability(index))
+                if all(_cap_tuple(cap) != _cap_tuple(c) for c in wanted):
+                    wanted.append(cap)
             arch_list = list(torch.cuda.get_arch_list())
             result["torch_arch_list"] = arch_list
-            missing = [sm_name(c) for c in capabilities if not torch_has_arch(arch_list, c)]
+            missing = [sm_name(c) for c in wanted if not torch_has_arch(arch_list, c)]
+            lacking += [c for c in wanted if not torch_has_arch(arch_list, c)]
             if missing:
                 kernel_problem.append("torch.cuda.get_arch_list() is %s, without %s"
                                       % (arch_list, ", ".join(missing)))
@@ -125,13 +246,29 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False):
             if require_flashinfer_archs:
                 kernel_problem.append("FlashInfer's compiled archs are %s" % source)
         else:
-            uncovered = [c for c in capabilities if not any(arch_covers(a, c) for a in archs)]
+            uncovered = [c for c in wanted if not any(arch_covers(a, c) for a in archs)]
+            lacking += uncovered
             if uncovered:
                 kernel_problem.append("FlashInfer is compiled for %s, which does not cover %s"
                                       % (archs or "nothing", ", ".join(uncovered)))
+    result["required_capabilities"] = wanted
+    if cuobjdump:
+        if not (os.path.isfile(cuobjdump) and os.access(cuobjdump, os.X_OK)):
+            kernel_problem.append("cannot read the kernels' SASS: no cuobjdump at %s (the CUDA toolkit's "
+                                  "cuda-cuobjdump package)" % cuobjdump)
+        else:
+            code = kernel_code(cuobjdump, kernel_distributions)
+            result["kernel_objects"] = {name: entry["objects"] for name, entry in code.items()}
+            unreadable = {path: msg for entry in code.values() for path, msg in entry["unreadable"].items()}
+            if unreadable:
+                result["kernel_objects_unreadable"] = unreadable
+            found = sass_problems(code, wanted)
+            kernel_problem.extend(found)
+            lacking += [c for c in wanted if any("no %s code" % sm_name(c) in p for p in found)]
     if kernel_problem:
-        wanted = ", ".join(sm_name(c) for c in capabilities)
-        problems.insert(0, "installed kernels lack %s: %s" % (wanted, "; ".join(kernel_problem)))
+        named = [c for c in wanted if any(_cap_tuple(c) == _cap_tuple(x) for x in lacking)] or wanted
+        problems.insert(0, "installed kernels lack %s: %s"
+                        % (", ".join(sm_name(c) for c in named), "; ".join(kernel_problem)))
     result["ok"] = not problems
     return result
 
@@ -142,8 +279,14 @@ def main(argv=None):
     ap.add_argument("--cuda", default=None, help="CUDA version torch must be built for, e.g. 13.0")
     ap.add_argument("--require-flashinfer-archs", action="store_true",
                     help="fail when FlashInfer cannot say which archs it was compiled for")
+    ap.add_argument("--cuobjdump", default=None,
+                    help="cuobjdump to read the SASS of the kernel distributions' objects with (skipped when unset)")
+    ap.add_argument("--kernel-distribution", action="append", default=None,
+                    help="distribution whose CUDA objects must hold SASS for every capability (repeatable; "
+                         "default: %s)" % ", ".join(KERNEL_DISTRIBUTIONS))
     args = ap.parse_args(argv)
-    result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs)
+    result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs,
+                   cuobjdump=args.cuobjdump, kernel_distributions=args.kernel_distribution or KERNEL_DISTRIBUTIONS)
     print(json.dumps(result, sort_keys=True))
     if not result["ok"]:
         sys.stderr.write("; ".join(result["problems"]) + "\n")

@@ -38,6 +38,9 @@ def _copy_package(dst: Path, snapshot: Path):
     shutil.copytree(src / "sglang", dst / "sglang",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "cli_snapshot.json"))
     shutil.copy2(snapshot, dst / "sglang" / "cli_snapshot.json")
+    # CUDA kernels the build compiles with the real nvcc (sim_build_backend._cuda_kernels)
+    shutil.copy2(src.parent / "standin_cuda.py", dst / "sandbox_cuda.py")
+    shutil.copytree(src.parent / "kernels", dst / "csrc")
 
 
 def build_sglang_repo(git_dir: Path, tag: str = "v0.5.23", snapshot: Path = DEFAULT_SNAPSHOT) -> str:

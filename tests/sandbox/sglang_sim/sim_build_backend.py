@@ -43,6 +43,21 @@ def _package_files():
     return out
 
 
+def _cuda_kernels():
+    """csrc/*.cu compiled with the real nvcc and torch's own arch flags (sandbox_cuda.py, which build_repo.py
+    copies from tests/sandbox/standin_cuda.py); nothing when the checkout has no csrc/."""
+    if not os.path.isdir(os.path.join(HERE, "csrc")):
+        return []
+    import sys
+    sys.path.insert(0, HERE)
+    import sandbox_cuda
+    try:
+        return sandbox_cuda.torch_extension(HERE, "sglang/_kernels.so")
+    except sandbox_cuda.CompileError as exc:
+        sys.stderr.write("\nerror: compiling SGLang's CUDA kernels failed: %s\n\n" % exc)
+        raise SystemExit(1)
+
+
 def _record_line(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return f"{name},sha256={digest},{len(data)}"
@@ -68,6 +83,7 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     wheel_name = f"{NAME}-{VERSION}-{TAG}.whl"
     records = []
+    kernels = _cuda_kernels()  # first: a failed compile leaves no wheel behind
     with zipfile.ZipFile(os.path.join(wheel_directory, wheel_name), "w", zipfile.ZIP_DEFLATED) as zf:
         def add(name, data):
             info = zipfile.ZipInfo(name, ZIP_DATE)
@@ -78,6 +94,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for name, full in _package_files():
             with open(full, "rb") as fh:
                 add(name, fh.read())
+        for name, data in kernels:
+            add(name, data)
         for name, text in _dist_info_files().items():
             add(name, text.encode())
         record = "\n".join(records + [f"{DIST_INFO}/RECORD,,"]) + "\n"
