@@ -2,7 +2,8 @@
 # Idempotent set-up of a controller / CI machine (fresh Debian 12, as root or with sudo):
 #   1. apt packages for the podman sandbox (skipped when all are installed),
 #   2. .venv/ at the repo root from requirements.txt (rebuilt only when requirements.txt changed;
-#      the sha256 of requirements.txt is stamped in .venv/.requirements.sha256).
+#      the sha256 of requirements.txt is stamped in .venv/.requirements.sha256),
+#   3. promtool from the distribution's prometheus package into .venv/bin (the alert rules' unit tests).
 # Collections (containers.podman, community.general, ansible.posix) come bundled with the pinned
 # `ansible` package; see requirements.yml.
 # Prints one line per step saying what it did. Then: `source scripts/env.sh`.
@@ -69,7 +70,27 @@ else
   say "venv: installed requirements.txt (${want:0:12}) with $("$venv/bin/python" --version)"
 fi
 
-# --- 3. collections ----------------------------------------------------------------------------------
+# --- 3. promtool -------------------------------------------------------------------------------------
+# The unit tests check and test the monitoring role's alert rules with the real promtool, from the distribution's
+# prometheus package. Its files are unpacked, not installed: installing the package on a machine whose PID 1 is not
+# systemd starts a Prometheus daemon through the package's init.d script.
+if "$venv/bin/promtool" --version >/dev/null 2>&1; then
+  say "promtool: $("$venv/bin/promtool" --version 2>&1 | head -1)"
+else
+  tmp="$(mktemp -d)"
+  if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1) || die "apt-get download prometheus failed"
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+  install -m 0755 "$tmp/root/usr/bin/promtool" "$venv/bin/promtool"
+  rm -rf "$tmp"
+  say "promtool: unpacked from $(cd "$venv" && bin/promtool --version 2>&1 | head -1)"
+fi
+
+# --- 4. collections ----------------------------------------------------------------------------------
 if [ "${BOOTSTRAP_GALAXY:-0}" = 1 ]; then
   "$venv/bin/ansible-galaxy" collection install -r "$repo/requirements.yml"
   say "collections: installed from requirements.yml"
