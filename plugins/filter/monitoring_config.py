@@ -299,7 +299,7 @@ def monitoring_alert_rules(published, alerts=None):
         window = s["gpu_error_window"]
         groups.append({"name": "gpu-health", "rules": [
             _rule("GPUMissing",
-                  "sglang_gpu_count < sglang_gpu_expected_count\nor sglang_gpu_health_up == 0", "critical",
+                  "sglang_gpus_present < sglang_gpus_expected\nor sglang_gpu_health_up == 0", "critical",
                   "{{ $labels.node }} does not see all its GPUs",
                   "nvidia-smi lists fewer GPUs than the node must have, or fails (a GPU fell off the bus, the driver "
                   "lost it): the node cannot serve its tensor-parallel group.", s["gpu_missing_for"]),

@@ -34,7 +34,16 @@ Schema (every key optional; missing keys take the defaults above)::
           "pci_bus_id": "00000000:1B:00.0",
           "temperature_c": 34, "power_draw_w": 37.5, "power_limit_w": 600.0,
           "utilization_gpu_pct": 0, "utilization_memory_pct": 0, "pstate": "P8",
-          "vbios_version": "98.02.4B.00.01", "compute_mode": "Default"
+          "vbios_version": "98.02.4B.00.01", "compute_mode": "Default",
+          # GPU health (see "Health fields" below); faults are injected by setting these
+          "clocks_event_reasons": [],    # active reasons besides gpu_idle, e.g. ["hw_thermal_slowdown"]
+          "ecc_errors_corrected_volatile": 0, "ecc_errors_uncorrected_volatile": 0,
+          "ecc_errors_corrected_aggregate": 0, "ecc_errors_uncorrected_aggregate": 0,
+          "retired_pages_pending": "[N/A]",
+          "remapped_rows_correctable": 0, "remapped_rows_uncorrectable": 0,
+          "remapped_rows_pending": false, "remapped_rows_failure": false,
+          "pcie_link_gen_max": 5, "pcie_link_gen_current": null,     # null: 1 at idle (P8), the max when busy
+          "pcie_link_width_max": 16, "pcie_link_width_current": 16
         }
       ],
       "compute_apps": [
@@ -59,6 +68,23 @@ and its used memory; a dead process's file is ignored, as a dead process leaves 
 Any per-GPU or per-app value may also be a literal device answer such as ``"[N/A]"``, ``"[Not Supported]"``
 or ``"[Not Found]"`` (process name): it is printed verbatim, without units, as the real tool does.
 
+Health fields
+-------------
+The fields a health collector reads, with the names of ``nvidia-smi --help-query-gpu`` (driver R535 and later; NVIDIA's
+nvidia-smi documentation) and their CSV forms:
+
+* ``clocks_event_reasons.{gpu_idle,applications_clocks_setting,sw_power_cap,hw_slowdown,sync_boost,
+  sw_thermal_slowdown,hw_thermal_slowdown,hw_power_brake_slowdown}`` print ``Active`` / ``Not Active``;
+  ``clocks_event_reasons.active`` and ``.supported`` the NVML bit mask (``0x0000000000000001`` = GpuIdle). The
+  older ``clocks_throttle_reasons.*`` names are accepted as aliases, as the real tool keeps them. ``gpu_idle`` is
+  active while no app of the GPU is busy (and then ``pcie.link.gen.current`` reads 1: the GPU lowers its link speed
+  at idle, P8), the other reasons are the state file's ``clocks_event_reasons``.
+* ``ecc.errors.{corrected,uncorrected}.{volatile,aggregate}.total``: counts; ``retired_pages.pending``: ``[N/A]`` on a
+  GPU with row remapping (Ampere and later) unless the state file says ``Yes``/``No``.
+* ``pcie.link.gen.{current,gpucurrent,max,gpumax,hostmax}``, ``pcie.link.width.{current,max}``.
+* ``--query-remapped-rows=gpu_bus_id,gpu_uuid,remapped_rows.{correctable,uncorrectable,pending,failure}``: one line
+  per GPU; pending and failure print ``Yes`` / ``No`` as in ``nvidia-smi -q``'s "Remapped Rows" section.
+
 Failure modes (message on stdout, like the real tool):
 
 * ``no_devices``      ``No devices were found``                                             exit 6
@@ -76,6 +102,7 @@ were found", exit 6):
   header shows the canonical name; unknown field -> ``Field "x" is not a valid field to query.``, exit 2),
 * ``--query-compute-apps=pid,gpu_uuid,process_name,used_memory --format=...`` (nothing printed when no
   apps and ``noheader``),
+* ``--query-remapped-rows=...`` (see "Health fields"),
 * ``-pm 0|1`` (root only, else "Insufficient Permissions", exit 4); the new mode is written back to the
   state file when it came from a writable file.
 * anything else: ``Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.`` exit 2.
@@ -151,6 +178,20 @@ def _default_gpu(index):
         "pstate": "P8",
         "vbios_version": "98.02.4B.00.01",
         "compute_mode": "Default",
+        "clocks_event_reasons": [],
+        "ecc_errors_corrected_volatile": 0,
+        "ecc_errors_uncorrected_volatile": 0,
+        "ecc_errors_corrected_aggregate": 0,
+        "ecc_errors_uncorrected_aggregate": 0,
+        "retired_pages_pending": "[N/A]",
+        "remapped_rows_correctable": 0,
+        "remapped_rows_uncorrectable": 0,
+        "remapped_rows_pending": False,
+        "remapped_rows_failure": False,
+        "pcie_link_gen_max": 5,
+        "pcie_link_gen_current": None,
+        "pcie_link_width_max": 16,
+        "pcie_link_width_current": 16,
     }
 
 
@@ -323,6 +364,37 @@ def _timestamp(state):
     return now.strftime("%Y/%m/%d %H:%M:%S.") + "%03d" % (now.microsecond // 1000)
 
 
+# NVML's nvmlClocksEventReason* bits (nvml.h), as clocks_event_reasons.active prints them.
+REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+               "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+               "hw_power_brake_slowdown": 0x80}
+
+
+def _idle(g):
+    return not _is_marker(g["utilization_gpu_pct"]) and int(g["utilization_gpu_pct"]) == 0
+
+
+def _active_reasons(g):
+    reasons = {r for r in (g.get("clocks_event_reasons") or []) if r in REASON_BITS and r != "gpu_idle"}
+    if _idle(g):
+        reasons.add("gpu_idle")
+    return reasons
+
+
+def _link_gen(g):
+    if g.get("pcie_link_gen_current") is not None:
+        return g["pcie_link_gen_current"]
+    return 1 if g.get("pstate") == "P8" else g["pcie_link_gen_max"]
+
+
+def _yes_no(v):
+    if _is_marker(v):
+        return v
+    if isinstance(v, str):
+        return v
+    return "Yes" if v else "No"
+
+
 # canonical name -> (aliases, unit, getter(gpu, state) -> str)
 GPU_FIELDS = {
     "timestamp": ((), None, lambda g, s: _timestamp(s)),
@@ -353,6 +425,36 @@ GPU_FIELDS = {
     "power.limit": ((), "W", lambda g, s: _float2(g["power_limit_w"])),
     "mig.mode.current": ((), None, lambda g, s: "[N/A]"),
     "ecc.mode.current": ((), None, lambda g, s: "Enabled"),
+    "clocks_event_reasons.supported": (("clocks_throttle_reasons.supported",), None,
+                                       lambda g, s: "0x%016X" % sum(REASON_BITS.values())),
+    "clocks_event_reasons.active": (("clocks_throttle_reasons.active",), None,
+                                    lambda g, s: "0x%016X" % sum(REASON_BITS[r] for r in _active_reasons(g))),
+    "ecc.errors.corrected.volatile.total": ((), None, lambda g, s: _int(g["ecc_errors_corrected_volatile"])),
+    "ecc.errors.uncorrected.volatile.total": ((), None, lambda g, s: _int(g["ecc_errors_uncorrected_volatile"])),
+    "ecc.errors.corrected.aggregate.total": ((), None, lambda g, s: _int(g["ecc_errors_corrected_aggregate"])),
+    "ecc.errors.uncorrected.aggregate.total": ((), None, lambda g, s: _int(g["ecc_errors_uncorrected_aggregate"])),
+    "retired_pages.pending": ((), None, lambda g, s: _yes_no(g["retired_pages_pending"])),
+    "pcie.link.gen.current": ((), None, lambda g, s: _int(_link_gen(g))),
+    "pcie.link.gen.gpucurrent": ((), None, lambda g, s: _int(_link_gen(g))),
+    "pcie.link.gen.max": ((), None, lambda g, s: _int(g["pcie_link_gen_max"])),
+    "pcie.link.gen.gpumax": ((), None, lambda g, s: _int(g["pcie_link_gen_max"])),
+    "pcie.link.gen.hostmax": ((), None, lambda g, s: _int(g["pcie_link_gen_max"])),
+    "pcie.link.width.current": ((), None, lambda g, s: _int(g["pcie_link_width_current"])),
+    "pcie.link.width.max": ((), None, lambda g, s: _int(g["pcie_link_width_max"])),
+}
+for _reason in ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+                "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"):
+    GPU_FIELDS["clocks_event_reasons." + _reason] = (
+        ("clocks_throttle_reasons." + _reason,), None,
+        (lambda r: lambda g, s: "Active" if r in _active_reasons(g) else "Not Active")(_reason))
+
+REMAP_FIELDS = {
+    "gpu_bus_id": ((), None, lambda g, s: g["pci_bus_id"]),
+    "gpu_uuid": ((), None, lambda g, s: g["uuid"]),
+    "remapped_rows.correctable": ((), None, lambda g, s: _int(g["remapped_rows_correctable"])),
+    "remapped_rows.uncorrectable": ((), None, lambda g, s: _int(g["remapped_rows_uncorrectable"])),
+    "remapped_rows.pending": ((), None, lambda g, s: _yes_no(g["remapped_rows_pending"])),
+    "remapped_rows.failure": ((), None, lambda g, s: _yes_no(g["remapped_rows_failure"])),
 }
 
 APP_FIELDS = {
@@ -567,6 +669,7 @@ def parse_args(argv):
     i = 0
     takes_value = {"-i": "id", "--id": "id", "-pm": "pm", "--persistence-mode": "pm",
                    "--query-gpu": "query_gpu", "--query-compute-apps": "query_apps", "--format": "format",
+                   "--query-remapped-rows": "query_remap",
                    "-f": "filename", "--filename": "filename"}
     flags = {"-h": "help", "--help": "help", "-L": "list", "--list-gpus": "list", "-q": "query",
              "--query": "query", "--version": "version", "--help-query-gpu": "help_query_gpu",
@@ -610,17 +713,20 @@ def run(argv, environ=None):
             return 0, render_version(state), ""
         check_failure(state)
         gpus = select_gpus(state, opts.get("id"))
-        modes = [k for k in ("list", "query", "query_gpu", "query_apps", "pm") if k in opts]
+        modes = [k for k in ("list", "query", "query_gpu", "query_apps", "query_remap", "pm") if k in opts]
         if len(modes) > 1:
             raise Exit(EXIT_INVALID_ARG, MSG_INVALID_COMBO)
         mode = modes[0] if modes else None
-        if mode in ("query_gpu", "query_apps"):
+        if mode in ("query_gpu", "query_apps", "query_remap"):
             if "format" not in opts:
                 raise Exit(EXIT_INVALID_ARG, "Required option --format missing.\n" + MSG_INVALID_COMBO)
             header, units = parse_format(opts["format"])
             if mode == "query_gpu":
                 fields = _resolve(GPU_FIELDS, opts["query_gpu"].split(","))
                 return 0, render_csv(GPU_FIELDS, fields, gpus, state, header, units), ""
+            if mode == "query_remap":
+                fields = _resolve(REMAP_FIELDS, opts["query_remap"].split(","))
+                return 0, render_csv(REMAP_FIELDS, fields, gpus, state, header, units), ""
             fields = _resolve(APP_FIELDS, opts["query_apps"].split(","))
             uuids = {g["uuid"] for g in gpus}
             apps = [a for a in state["compute_apps"] if a.get("gpu_uuid") in uuids]
