@@ -17,7 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
 ORDER = ["preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health",
-         "sglang_router"]
+         "sglang_router", "monitoring"]
 
 
 def _cell(value) -> str:

@@ -24,6 +24,8 @@ Every monitored host publishes one fact (roles/monitoring/tasks/publish.yml), ``
     -> alertmanager.yml: the first receiver is the default route's; ``route`` is merged over ``ROUTE_DEFAULTS``.
 ``monitoring_node_exporter_args(units, textfile_dir, listen)``
     -> node exporter's argv (systemd collector restricted to ``units``, with NRestarts, and the textfile collector).
+``monitoring_gpus_per_node(options)``
+    -> the GPUs a node's SGLang options use (tp-size x pp-size / nnodes): what the GPU health collector expects.
 ``monitoring_address(host, hostvars)``
     -> the address Prometheus reaches ``host`` at: its ``monitoring_address``, else its ``ansible_host`` when that is
     not a container or local connection, else the inventory name.
@@ -389,6 +391,25 @@ def monitoring_node_exporter_args(units, textfile_dir, listen):
     return args
 
 
+def monitoring_gpus_per_node(options):
+    """GPUs one node's SGLang server uses: tp-size x pp-size over nnodes (at least 1)."""
+    options = dict(options or {})
+
+    def opt(*names):
+        for name in names:
+            if options.get(name) not in (None, ""):
+                try:
+                    return int(options[name])
+                except (TypeError, ValueError):
+                    raise AnsibleFilterError("SGLang option %s=%r is not an integer" % (name, options[name]))
+        return 1
+
+    tp = opt("tp-size", "tp", "tensor-parallel-size")
+    pp = opt("pp-size", "pp", "pipeline-parallel-size")
+    nnodes = opt("nnodes")
+    return max(1, (tp * pp) // max(nnodes, 1))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -397,4 +418,5 @@ class FilterModule:
             "monitoring_alert_rules": monitoring_alert_rules,
             "monitoring_alertmanager_config": monitoring_alertmanager_config,
             "monitoring_node_exporter_args": monitoring_node_exporter_args,
+            "monitoring_gpus_per_node": monitoring_gpus_per_node,
         }

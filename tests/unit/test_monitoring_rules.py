@@ -181,3 +181,12 @@ def test_readme_lists_every_alert_setting_with_its_default():
     section = readme.split("## Monitoring", 1)[1].split("\n## ", 1)[0]
     for key, default in mc.ALERT_DEFAULTS.items():
         assert "| `%s` | `%s` |" % (key, default) in section, key
+
+
+def test_gpus_per_node():
+    assert mc.monitoring_gpus_per_node({"tp-size": 8}) == 8
+    assert mc.monitoring_gpus_per_node({"tp-size": 16, "nnodes": 2}) == 8
+    assert mc.monitoring_gpus_per_node({"tp": 4, "pp-size": 2}) == 8
+    assert mc.monitoring_gpus_per_node({}) == 1
+    with pytest.raises(AnsibleFilterError, match="not an integer"):
+        mc.monitoring_gpus_per_node({"tp-size": "eight"})
