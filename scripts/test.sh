@@ -22,7 +22,7 @@ tests/contract/install_real_router.sh
 step "unit and contract tests"
 python -m pytest -q tests/unit tests/contract
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults staging}; do
+  for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults staging monitoring}; do
     step "molecule test -s $scenario"
     mkdir -p .cache
     molecule test -s "$scenario" 2>&1 | tee ".cache/molecule-$scenario.log"

@@ -287,12 +287,16 @@ def monitoring_alert_rules(published, alerts=None):
                   % s["host_down_for"], s["host_down_for"]),
             _rule("SGLangRouterWorkersMissing",
                   "(\n  sum by (instance, job, node) (smg_worker_health)\n  or sum by (instance, job, node) "
-                  '((up{job="sglang_router"} == 1) * 0)\n) < %d' % expected, "critical",
+                  '((up{job="sglang_router"} == 1) * 0)\n) < %d' % expected
+                  + ("\nunless on () (sum (increase(%s[%s])) >= 1)" % (restarts, s["unreachable_for"])
+                     if sglang_units else ""), "critical",
                   "The router on {{ $labels.node }} has {{ $value | printf \"%%.0f\" }} healthy of %d workers"
                   % expected,
                   "sglang-router lists fewer healthy workers (smg_worker_health) than the inventory has nodes (%d) "
-                  "for %s: a node is unhealthy, was never registered or was removed and not re-added."
-                  % (expected, s["router_workers_for"]), s["router_workers_for"]),
+                  "for %s: a node is unhealthy, was never registered or was removed and not re-added. Not "
+                  "reported while a node recovers from a crash systemd restarted (within %s of the restart): "
+                  "SGLangServiceRestarted says that, SGLangMetricsUnreachable a recovery that takes too long."
+                  % (expected, s["router_workers_for"], s["unreachable_for"]), s["router_workers_for"]),
         ]})
 
     if sglang_units:

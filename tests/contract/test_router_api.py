@@ -10,6 +10,7 @@ Skipped, with the reason, when .venv-router/bin/python is absent.
 
 import json
 import pathlib
+import re
 import shutil
 import socket
 import subprocess
@@ -81,15 +82,15 @@ def fleet(tmp_path_factory):
             workers.append(f"http://127.0.0.1:{port}")
         for w in workers:
             _wait_http(w + "/health", 90)
-        rport = _free_port()
+        rport, mport = _free_port(), _free_port()
         procs.append(subprocess.Popen(
             [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-             "--worker-urls", workers[0], "--health-check-interval-secs", "1", "--prometheus-port",
-             str(_free_port()), "--log-level", "warn"],
+             "--worker-urls", workers[0], "--health-check-interval-secs", "1", "--prometheus-host", "127.0.0.1",
+             "--prometheus-port", str(mport), "--log-level", "warn"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         router = f"http://127.0.0.1:{rport}"
         _wait_http(router + "/readiness", 60)
-        yield {"router": router, "workers": workers}
+        yield {"router": router, "workers": workers, "metrics": f"http://127.0.0.1:{mport}/metrics"}
     finally:
         for p in procs:
             p.terminate()
@@ -164,3 +165,26 @@ def test_router_snapshot_matches_the_real_parser(tmp_path):
                    check=True, capture_output=True)
     assert json.loads(out.read_text()) == json.loads(
         (ROOT / "plugins" / "data" / "sglang_router_cli_0.3.2.json").read_text())
+
+
+def _router_health(metrics_url):
+    with urllib.request.urlopen(metrics_url, timeout=5) as resp:
+        text = resp.read().decode()
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r'^smg_worker_health\{worker="([^"]+)"\} ([0-9.]+)$', text, re.M)}
+
+
+def test_router_metrics_the_alert_rules_read(fleet):
+    """SGLangRouterWorkersMissing sums smg_worker_health: one series per registered worker, 1 while healthy, gone
+    once the worker is removed (roles/monitoring, plugins/filter/monitoring_config.py)."""
+    router, (w0, w1), metrics = fleet["router"], fleet["workers"], fleet["metrics"]
+    sglang_router_workers.run(_params(router, w1, "present"), check_mode=False)
+    deadline = time.monotonic() + 20
+    while _router_health(metrics) != {w0: 1.0, w1: 1.0} and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert _router_health(metrics) == {w0: 1.0, w1: 1.0}
+    sglang_router_workers.run(_params(router, w1, "absent"), check_mode=False)
+    deadline = time.monotonic() + 20
+    while w1 in _router_health(metrics) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert _router_health(metrics) == {w0: 1.0}

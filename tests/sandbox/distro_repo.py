@@ -6,7 +6,9 @@ A real GPU host gets the host compiler nvcc needs (``g++``: nvcc runs it to prep
 which is why the ``cuda_toolkit`` role installs ``cuda_toolkit_host_compiler_packages`` itself. The sandbox
 node may not reach the internet (tests talk to loopback and their own containers only), so this repo carries
 the real Debian 12 packages of that closure, downloaded once on the controller (which reaches the Debian
-mirror) with ``apt-get download`` into ``<cache>/debian-debs`` and checked against the sha256 apt lists:
+mirror) with ``apt-get download`` into ``<cache>/debian-debs`` and checked against the sha256 apt lists. The
+monitoring role's packages (``prometheus``, ``prometheus-alertmanager``, ``prometheus-node-exporter``: the
+distribution's Prometheus 2.42, Alertmanager 0.25 and node exporter 1.5) are there for the same reason:
 
     <out>/debian-repo/              Packages(.gz) Release InRelease Release.gpg  *.deb
     <out>/debian-repo/sandbox-debian-keyring.gpg   the public key (the cuda-repo's throwaway key)
@@ -14,7 +16,7 @@ mirror) with ``apt-get download`` into ``<cache>/debian-debs`` and checked again
 ``playbooks/sandbox_prepare.yml`` points the node's ``/etc/apt/sources.list.d/debian.sources`` here
 (``file:///srv/sandbox/debian-repo/``, ``Signed-By`` that keyring): the node installs from a local mirror as an
 air-gapped host would. ``ROOTS`` is the role's default host compiler; the closure is every package those
-need (Depends and Pre-Depends, recursively, no Recommends), as resolved by the controller's apt -- the
+need (Depends and Pre-Depends, recursively, no Recommends: the roles install without them), as resolved by the controller's apt -- the
 same Debian 12 release and mirror the node image is built from (tests/sandbox/image/build-image.sh).
 Idempotent: a stamp holds sha256(this file + the resolved file names); an unchanged closure is not rebuilt.
 
@@ -40,7 +42,8 @@ if str(HERE) not in sys.path:
 import cuda_repo  # noqa: E402
 import cuda_wheels  # noqa: E402
 
-ROOTS = ("g++",)
+# cuda_toolkit_host_compiler_packages and the monitoring role's packages (roles/*/defaults/main.yml)
+ROOTS = ("g++", "prometheus", "prometheus-alertmanager", "prometheus-node-exporter")
 KEYRING_NAME = "sandbox-debian-keyring.gpg"
 NODE_URL = "file:///srv/sandbox/debian-repo/"
 APT = ["-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]

@@ -94,7 +94,7 @@ def test_rules_follow_the_published_units_and_settings():
     assert 'name=~"sglang-llama[.]service"' in by_name["SGLangServiceDown"]["expr"]
     assert by_name["SGLangServiceDown"]["for"] == "20s"
     assert by_name["SGLangServiceRestartLoop"]["expr"].endswith(">= 3")
-    assert by_name["SGLangRouterWorkersMissing"]["expr"].endswith("< 2")
+    assert ") < 2\nunless on () (sum (increase(node_systemd_service_restart_total{name=~\"sglang-llama[.]service\"}[20m])) >= 1)" in by_name["SGLangRouterWorkersMissing"]["expr"]
 
 
 def test_rules_without_gpu_nodes_or_router():

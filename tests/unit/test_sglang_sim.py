@@ -270,6 +270,12 @@ def test_tp8_startup_http_surface_tools_and_drain(start, ckpt):
     for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput"):
         assert re.search(name + r'\{engine_type="unified",model_name="kimi-k2.5",moe_ep_rank="0",pp_rank="0",'
                                 r'tp_rank="0"\} [0-9.]+', metrics)
+    # finished requests' tokens, per is_streaming, as the tokenizer manager's counter has them (labels in its order)
+    assert re.search(r'sglang:generation_tokens_total\{engine_type="unified",is_streaming="false",'
+                     r'model_name="kimi-k2.5"\} [1-9][0-9]*\.0', metrics)
+    assert re.search(r'sglang:generation_tokens_total\{engine_type="unified",is_streaming="true",'
+                     r'model_name="kimi-k2.5"\} [1-9][0-9]*\.0', metrics)
+    assert "# TYPE sglang:generation_tokens_total counter" in metrics
 
     # SIGTERM to the main process (what KillMode=mixed does): the in-flight request still completes
     result = {}

@@ -75,9 +75,19 @@ class State:
         self.busy = False
         self.last_stats = time.time()
         self.gen_tokens = 0
+        # sglang:generation_tokens_total per is_streaming label, as observability/metrics_collector.py's
+        # observe_one_finished_request counts it: per finished request, a labelled series appearing with its first
+        self.finished_tokens = {}
         self.gen_started = time.time()
         self.startup_time = None
         self.server = None
+
+    def finished(self, tokens, streaming):
+        """A request finished with ``tokens`` generated (TokenizerMetricsCollector.observe_one_finished_request)."""
+        with self.lock:
+            self.gen_tokens += tokens
+            key = "true" if streaming else "false"
+            self.finished_tokens[key] = self.finished_tokens.get(key, 0) + tokens
 
     def schedulers_alive(self):
         return all(s.is_alive() for s in self.schedulers)
@@ -304,6 +314,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         lines = []
         for name, value in values.items():
             lines += [f"# HELP {name} {docs[name]}", f"# TYPE {name} gauge", f"{name}{{{labels}}} {float(value)}"]
+        with STATE.lock:
+            finished = dict(STATE.finished_tokens)
+        if finished:  # the tokenizer manager's collector (tokenizer_metric_labels: model_name, engine_type)
+            name = "sglang:generation_tokens_total"
+            lines += [f"# HELP {name} Number of generation tokens processed.", f"# TYPE {name} counter"]
+            for streaming in sorted(finished):
+                lines.append(f'{name}{{engine_type="unified",is_streaming="{streaming}",'
+                             f'model_name="{STATE.served_model_name}"}} {float(finished[streaming])}')
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
@@ -363,7 +381,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             self._schedule(rid, [" x"] * n)
             text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
-            STATE.gen_tokens += n
+            STATE.finished(n, False)
             self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 7,
                 "weight_version": "default", "completion_tokens": n, "cached_tokens": 0, "e2e_latency": 0.05}})
@@ -396,7 +414,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "prompt_tokens_details": None, "reasoning_tokens": 0}
 
     def _chat_once(self, rid, pieces, tools, thinking, truncated):
-        STATE.gen_tokens += len(pieces)
+        STATE.finished(len(pieces), False)
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         reasoning, text = split_reasoning("".join(pieces), rparser, thinking)
         tool_calls = None
@@ -458,7 +476,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     chunk({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
 
         self._schedule(rid, pieces, on_token)
-        STATE.gen_tokens += len(pieces)
+        STATE.finished(len(pieces), True)
         chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
