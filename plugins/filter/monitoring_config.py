@@ -199,6 +199,12 @@ def monitoring_scrape_configs(published, settings=None):
     return jobs
 
 
+def _new_or_grown(series, window):
+    """A counter that grew within ``window``, or whose series appeared within it: the collector writes an Xid's
+    series with its first event, at 1, and increase() does not count a series' first sample."""
+    return "increase(%s[%s]) > 0\nor (%s unless %s offset %s) * 0 + 1" % (series, window, series, series, window)
+
+
 def _rule(name, expr, severity, summary, description, for_=None):
     rule = {"alert": name, "expr": expr}
     if for_:
@@ -309,13 +315,11 @@ def monitoring_alert_rules(published, alerts=None):
                   "{{ $labels.node }} does not see all its GPUs",
                   "nvidia-smi lists fewer GPUs than the node must have, or fails (a GPU fell off the bus, the driver "
                   "lost it): the node cannot serve its tensor-parallel group.", s["gpu_missing_for"]),
-            _rule("GPUXidFatal",
-                  'increase(sglang_gpu_xid_errors_total{xid=~"%s"}[%s]) > 0' % (fatal, window), "critical",
+            _rule("GPUXidFatal", _new_or_grown('sglang_gpu_xid_errors_total{xid=~"%s"}' % fatal, window), "critical",
                   "Xid {{ $labels.xid }} on GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) of {{ $labels.node }}",
                   "The kernel log reported an Xid that NVIDIA's catalog says needs a GPU reset, a drain or a "
                   "replacement (e.g. 79 fallen off the bus, 48/94/95 ECC, 63/64 row remapping, 119/120 GSP)."),
-            _rule("GPUXidError",
-                  'increase(sglang_gpu_xid_errors_total{xid!~"%s|%s"}[%s]) > 0' % (fatal, ignored, window),
+            _rule("GPUXidError", _new_or_grown('sglang_gpu_xid_errors_total{xid!~"%s|%s"}' % (fatal, ignored), window),
                   "warning",
                   "Xid {{ $labels.xid }} on GPU {{ $labels.gpu }} ({{ $labels.pci_bus_id }}) of {{ $labels.node }}",
                   "The kernel log reported an Xid that is usually the application's (13, 31, 43): look at the "
