@@ -39,6 +39,17 @@ PATCHES = os.path.join(ROOT, "tests", "sandbox", "patches")
 R2 = os.path.join(PATCHES, "0001-release-r2-note.patch")
 CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
+
+
+def _deployment_port():
+    """deployment_port from its one place (roles/deployment/defaults/main.yml): the router's and each node's port."""
+    import yaml
+
+    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main.yml")) as fh:
+        return int(yaml.safe_load(fh)["deployment_port"])
+
+
+PORT = _deployment_port()
 ROUTER = "sglang-fleet-router"
 
 
@@ -149,7 +160,7 @@ def podman(*args):
 
 def router_url():
     ip = podman("inspect", ROUTER, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
-    return "http://%s:30000" % ip
+    return "http://%s:%d" % (ip, PORT)
 
 
 def current_release(node):
@@ -320,7 +331,7 @@ def main(argv=None):
             problems.append("crash: %s's model was not rolled back (%s)" % (NODES[1], f["model_after"][NODES[1]]))
         if f["model_after"][NODES[0]] != "sandbox-r2":
             problems.append("crash: %s is not on model revision sandbox-r2 (%s)" % (NODES[0], f["model_after"][NODES[0]]))
-        if f["out_of_rotation_s"] and any(url.endswith(NODES[1] + ":30000") and secs == 0
+        if f["out_of_rotation_s"] and any(url.endswith("%s:%d" % (NODES[1], PORT)) and secs == 0
                                           for url, secs in f["out_of_rotation_s"].items()):
             problems.append("crash: %s never left rotation" % NODES[1])
         try:
@@ -329,7 +340,7 @@ def main(argv=None):
         except OSError as exc:
             healthy = set()
             problems.append("crash: the router does not answer after the rollout (%s)" % exc)
-        if not any(u.endswith(NODES[1] + ":30000") for u in healthy):
+        if not any(u.endswith("%s:%d" % (NODES[1], PORT)) for u in healthy):
             problems.append("crash: %s is not back in rotation (router lists %s)" % (NODES[1], sorted(healthy)))
         if f["failed"]:
             problems.append("crash: %d failed requests" % f["failed"])

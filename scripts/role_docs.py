@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
-ORDER = ["preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health",
+ORDER = ["deployment", "preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health",
          "sglang_router", "monitoring"]
 
 
@@ -36,12 +36,15 @@ def render() -> str:
     out = [START]
     for role in roles:
         spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+        # Defaults live in one place, the role's defaults/main.yml (the argument specs give types and meanings).
+        defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
+        defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
         out += ["", f"### {role}", "", spec.get("short_description", ""), "",
                 "| variable | type | default | meaning |", "|---|---|---|---|"]
         for name, opt in (spec.get("options") or {}).items():
             desc = opt.get("description", "")
             desc = " ".join(desc) if isinstance(desc, list) else desc
-            default = "(see defaults/main.yml)" if "default" not in opt else _cell(opt["default"])
+            default = _cell(defaults[name]) if name in defaults else ("required" if opt.get("required") else "")
             if opt.get("no_log"):
                 desc += " (secret)"
             out.append(f"| `{name}` | {opt.get('type', 'str')} | {default} | {desc.replace('|', '/')} |")

@@ -26,6 +26,18 @@ for sub in ("modules", "filter"):
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures")
 
+
+def deployment_facts():
+    """The deployment's facts as roles/deployment/defaults/main.yml sets them (their one place)."""
+    import yaml
+
+    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main.yml")) as handle:
+        return yaml.safe_load(handle)
+
+
+# The pinned SGLang release (deployment_sglang_version): tests that render argv read it, never restate it.
+SGLANG_VERSION = deployment_facts()["deployment_sglang_version"]
+
 try:  # ansible-core >= 2.19
     from ansible.module_utils.testing import patch_module_args
 except ImportError:  # pragma: no cover - older cores

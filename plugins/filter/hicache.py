@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters over ``host_capacity`` results: the HiCache host-memory budget and the /dev/shm floor.
+"""Filters over ``host_capacity`` results: the HiCache host-memory budget, the /dev/shm floor and free disk.
 
 ``capacity | preflight_host_errors(options, gpu_facts=..., ...)`` -> list of messages (empty = fits).
 ``capacity | hicache_budget(options, gpu_facts=..., ...)`` -> the figures (module_utils/hicache.py).
@@ -71,6 +71,62 @@ def preflight_host_errors(capacity, options, gpu_facts=None, fallback_weights_gb
     return errors
 
 
+def _gb(value):
+    return "%.1f GB" % (float(value) / 1e9)
+
+
+def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_gb=0, release_gb=0,
+                            release_exists=True):
+    """Free disk for what this run will write: ``{"errors": [...], "warnings": [...]}``.
+
+    * The model revision being staged (``capacity.staging``, from ``host_capacity``'s ``staged_revision``) needs its
+      full size beside the current one (``capacity.model.total_size_bytes``, else ``fallback_model_gb``), less what
+      an interrupted run left in its ``.partial`` directory; nothing once it is complete.
+    * A release: a first one (``release_exists`` false) certainly writes ``release_gb`` (torch, FlashInfer, SGLang
+      in a venv); a rebuild only when the build inputs changed, which preflight cannot tell, so then it only warns.
+
+    Needs on one filesystem (the disks' ``device``) add up. ``capacity.disks`` must hold both paths."""
+    if not isinstance(capacity, dict) or "disks" not in capacity:
+        raise AnsibleFilterError("preflight_disk_problems expects a host_capacity result")
+    disks = {d["path"]: d for d in capacity.get("disks") or []}
+    for path in (model_store, releases_dir):
+        if path not in disks:
+            raise AnsibleFilterError("preflight_disk_problems: host_capacity did not measure %s (pass it in paths)"
+                                     % path)
+    certain, maybe = {}, {}
+    staging = capacity.get("staging") or {}
+    if staging and not staging.get("complete"):
+        total = (capacity.get("model") or {}).get("total_size_bytes") or float(fallback_model_gb or 0) * 1e9
+        need = max(int(total) - int(staging.get("partial_bytes") or 0), 0)
+        certain.setdefault(disks[model_store]["device"], []).append(
+            (need, "model revision %s (%s, %s still to stage)" % (staging["path"].rstrip("/").rsplit("/", 1)[-1],
+                                                                   _gb(total), _gb(need))))
+    release = float(release_gb or 0) * 1e9
+    if release:
+        bucket = maybe if release_exists else certain
+        bucket.setdefault(disks[releases_dir]["device"], []).append(
+            (release, "%s release in %s (~%s, preflight_release_size_gb)" % (
+                "a rebuilt" if release_exists else "the first", releases_dir, _gb(release))))
+    by_device = dict((d["device"], d) for d in disks.values())
+    errors, warnings = [], []
+    for device in sorted(set(certain) | set(maybe)):
+        disk = by_device[device]
+        sure = sum(n for n, _ in certain.get(device, []))
+        what = [w for _, w in certain.get(device, [])]
+        if sure > disk["free_bytes"]:
+            errors.append("%s has %s free (filesystem of %s); this run writes %s there: %s. Free space (old "
+                          "revisions under the store, old releases) or grow the filesystem" % (
+                              disk["path"], _gb(disk["free_bytes"]), disk["checked_path"], _gb(sure),
+                              " + ".join(what)))
+        elif sure + sum(n for n, _ in maybe.get(device, [])) > disk["free_bytes"]:
+            warnings.append("%s has %s free (filesystem of %s): enough for %s, not also for %s if the build "
+                            "inputs changed" % (disk["path"], _gb(disk["free_bytes"]), disk["checked_path"],
+                                                " + ".join(what) or "this run's certain writes",
+                                                " + ".join(w for _, w in maybe.get(device, []))))
+    return {"errors": errors, "warnings": warnings}
+
+
 class FilterModule(object):
     def filters(self):
-        return {"hicache_budget": hicache_budget, "preflight_host_errors": preflight_host_errors}
+        return {"hicache_budget": hicache_budget, "preflight_host_errors": preflight_host_errors,
+                "preflight_disk_problems": preflight_disk_problems}

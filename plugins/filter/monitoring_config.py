@@ -7,7 +7,7 @@ Every monitored host publishes one fact (roles/monitoring/tasks/publish.yml), ``
 
     {"node": "gpu-0", "roles": ["gpu"], "node_exporter": "gpu-0:9100",
      "sglang": {"url": "http://gpu-0:30000", "unit": "sglang-kimi.service"},       # GPU nodes only
-     "router": {"metrics": "router:29000", "unit": "sglang-router.service",        # router hosts only
+     "router": {"url": "http://router:29000", "unit": "sglang-router.service",     # router hosts only
                 "workers": 2}}
 
 ``monitoring_scrape_configs(published, settings)``
@@ -24,11 +24,6 @@ Every monitored host publishes one fact (roles/monitoring/tasks/publish.yml), ``
     -> alertmanager.yml: the first receiver is the default route's; ``route`` is merged over ``ROUTE_DEFAULTS``.
 ``monitoring_node_exporter_args(units, textfile_dir, listen)``
     -> node exporter's argv (systemd collector restricted to ``units``, with NRestarts, and the textfile collector).
-``monitoring_gpus_per_node(options)``
-    -> the GPUs a node's SGLang options use (tp-size x pp-size / nnodes): what the GPU health collector expects.
-``monitoring_address(host, hostvars)``
-    -> the address Prometheus reaches ``host`` at: its ``monitoring_address``, else its ``ansible_host`` when that is
-    not a container or local connection, else the inventory name.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,8 +34,6 @@ import copy
 import re
 
 from ansible.errors import AnsibleFilterError
-
-_LOCAL_CONNECTIONS = {"local", "containers.podman.podman", "community.docker.docker", "docker", "podman"}
 
 # Thresholds and durations of the alert rules (roles/monitoring/defaults/main.yml restates none of them: it only
 # overrides). Durations are Prometheus duration strings.
@@ -135,25 +128,12 @@ def _published_list(published):
     return out
 
 
-def monitoring_address(host, hostvars):
-    """The address Prometheus reaches ``host`` at (see the module docstring)."""
-    host_vars = dict(hostvars.get(host) or {}) if hasattr(hostvars, "get") else {}
-    address = host_vars.get("monitoring_address")
-    if not address:
-        ansible_host = host_vars.get("ansible_host")
-        connection = host_vars.get("ansible_connection", "ssh")
-        address = ansible_host if ansible_host and connection not in _LOCAL_CONNECTIONS else host
-    address = str(address)
-    if ":" in address and not address.startswith("["):
-        address = "[%s]" % address  # IPv6 literal
-    return address
-
 
 def _split_url(url):
     """``http://host:port/path`` -> (scheme, "host:port")."""
     m = re.match(r"^(https?)://([^/]+?)/?$", str(url).strip())
     if not m:
-        raise AnsibleFilterError("SGLang endpoint %r is not http(s)://host:port" % (url,))
+        raise AnsibleFilterError("published endpoint %r is not http(s)://host:port" % (url,))
     return m.group(1), m.group(2)
 
 
@@ -189,7 +169,7 @@ def monitoring_scrape_configs(published, settings=None):
     for scheme in sorted(by_scheme):
         job("sglang" if scheme == "http" else "sglang_https", by_scheme[scheme],
             {"metrics_path": "/metrics", "scheme": scheme})
-    job("sglang_router", [target(h["router"]["metrics"], h, "router") for h in hosts if h.get("router")],
+    job("sglang_router", [target(_split_url(h["router"]["url"])[1], h, "router") for h in hosts if h.get("router")],
         {"metrics_path": "/metrics"})
     server = settings.get("server") or {}
     if server.get("node"):
@@ -399,32 +379,12 @@ def monitoring_node_exporter_args(units, textfile_dir, listen):
     return args
 
 
-def monitoring_gpus_per_node(options):
-    """GPUs one node's SGLang server uses: tp-size x pp-size over nnodes (at least 1)."""
-    options = dict(options or {})
-
-    def opt(*names):
-        for name in names:
-            if options.get(name) not in (None, ""):
-                try:
-                    return int(options[name])
-                except (TypeError, ValueError):
-                    raise AnsibleFilterError("SGLang option %s=%r is not an integer" % (name, options[name]))
-        return 1
-
-    tp = opt("tp-size", "tp", "tensor-parallel-size")
-    pp = opt("pp-size", "pp", "pipeline-parallel-size")
-    nnodes = opt("nnodes")
-    return max(1, (tp * pp) // max(nnodes, 1))
-
 
 class FilterModule:
     def filters(self):
         return {
-            "monitoring_address": monitoring_address,
             "monitoring_scrape_configs": monitoring_scrape_configs,
             "monitoring_alert_rules": monitoring_alert_rules,
             "monitoring_alertmanager_config": monitoring_alertmanager_config,
             "monitoring_node_exporter_args": monitoring_node_exporter_args,
-            "monitoring_gpus_per_node": monitoring_gpus_per_node,
         }

@@ -114,10 +114,28 @@ def sglang_multinode_options(nodes, this_host, dist_init_host="", port=50000, tp
     return {"nnodes": len(nodes), "node-rank": nodes.index(str(this_host)), "dist-init-addr": f"{host}:{port_i}"}
 
 
+def sglang_unit_recovery(status):
+    """Whether a deploy must start the unit again because it failed, from ``systemd_service``'s ``status``
+    (ActiveState, Result, NRestarts): dict ``restarted`` (bool), ``active_state``, ``result``, ``n_restarts``,
+    ``why`` (None when the unit had not failed). ``Result=start-limit-hit``: systemd stopped restarting it after
+    StartLimitBurst failures within StartLimitIntervalSec, and ``systemctl start`` alone is refused until
+    ``systemctl reset-failed``."""
+    status = status or {}
+    state, result, restarts = status.get("ActiveState"), status.get("Result"), status.get("NRestarts")
+    failed = state == "failed"
+    why = None
+    if failed:
+        why = "the unit had failed (Result=%s, %s automatic restart(s)%s); this run started it again" % (
+            result or "?", restarts if restarts not in (None, "") else "?",
+            ", then systemd stopped restarting it: start limit hit" if result == "start-limit-hit" else "")
+    return {"restarted": failed, "active_state": state, "result": result, "n_restarts": restarts, "why": why}
+
+
 class FilterModule:
     def filters(self):
         return {
             "sglang_timeout_start_sec": sglang_timeout_start_sec,
             "sglang_unit_errors": sglang_unit_errors,
+            "sglang_unit_recovery": sglang_unit_recovery,
             "sglang_multinode_options": sglang_multinode_options,
         }

@@ -119,6 +119,13 @@ FOREIGN_TEXT = {
     "cpp_terminate": (r"terminate called after", "libstdc++ std::terminate"),
     "config_invalid": (r"config file at .* is not a valid JSON file|does not appear to have a file named config",
                        "transformers 5.19.0 configuration_utils.py PretrainedConfig._dict_from_json_file"),
+    "no_kernel_image": (r"no kernel image is available for execution",
+                        "the CUDA runtime's cudaErrorNoKernelImageForDevice text, raised by torch (CUDA error: ...)"),
+    "bind_failed": (r"error while attempting to bind on address",
+                    "CPython 3.11 Lib/asyncio/base_events.py create_server, logged by uvicorn 0.54 server.py "
+                    "Server.startup (SGLang 0.5.23 http_server.py runs uvicorn.Server)"),
+    "address_in_use": (r"\[Errno 98\] Address already in use",
+                       "the OSError of EADDRINUSE (strerror), e.g. a socket SGLang binds itself"),
 }
 
 TRACEBACK_START = "Traceback (most recent call last):"
@@ -433,10 +440,10 @@ PHASE_VERDICT = {
 # What to do about a crash, by the phase it happened in (``crash_phase``); checked in order, the first match of the
 # error wins over the phase (``crash_advice``).
 ADVICE_BY_ERROR = (
-    (re.compile(r"no kernel image is available"), "the build has no kernels for this GPU's compute capability: "
+    (_rx("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
      "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
-    (re.compile(r"Address already in use|error while attempting to bind"), "the port is taken by another process: "
-     "stop it or move --port"),
+    (_any("bind_failed", "address_in_use"), "the port is taken by another process: stop it or move --port "
+     "(preflight names the process that holds it)"),
 )
 ADVICE_BY_PHASE = {
     "config": "config.json is unreadable: re-stage the model (model_stage)",

@@ -38,6 +38,11 @@ options:
     type: list
     elements: path
     default: []
+  staged_revision:
+    description: The model revision directory this deploy stages (C(<store>/<name>/<revision>)); RV(staging) says
+      whether it is complete (its C(.manifest.json) is there) and how many bytes an interrupted run left in
+      C(<revision>.partial), so preflight knows what the stage will still write.
+    type: path
   own_unit:
     description: A systemd unit being replaced by this deploy; the memory its processes hold is reported in
       RV(own_unit) (its cgroup's members, as systemd's C(ControlGroup=) names them).
@@ -89,7 +94,8 @@ disks:
   returned: always
   type: list
   elements: dict
-  sample: [{"path": "/srv/models", "checked_path": "/srv", "free_bytes": 3000000000000, "total_bytes": 3840000000000}]
+  sample: [{"path": "/srv/models", "checked_path": "/srv", "free_bytes": 3000000000000, "total_bytes": 3840000000000,
+            "device": 2049}]
 cpus:
   description: CPU count and the CPUs this process may use (affinity).
   returned: always
@@ -100,6 +106,12 @@ model:
   returned: always
   type: dict
   sample: {"index": "/srv/models/Kimi-K2.5/current/model.safetensors.index.json", "total_size_bytes": 547000000000}
+staging:
+  description: The O(staged_revision) - whether it is complete and the bytes its C(.partial) directory holds (null
+    without O(staged_revision)).
+  returned: always
+  type: dict
+  sample: {"path": "/srv/models/Kimi-K2.5/r2", "complete": false, "partial_bytes": 120000000000}
 """
 
 import json
@@ -223,11 +235,39 @@ def cgroup_memory(root="/sys/fs/cgroup", proc_cgroup="/proc/self/cgroup"):
 
 def fs_space(path):
     """(checked_path, total_bytes, free_bytes) of the filesystem holding ``path`` or its nearest existing parent."""
+    here = nearest_existing(path)
+    st = os.statvfs(here)
+    return here, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+def nearest_existing(path):
+    """``path`` or its nearest existing parent."""
     here = os.path.abspath(path)
     while not os.path.exists(here) and here != os.path.dirname(here):
         here = os.path.dirname(here)
-    st = os.statvfs(here)
-    return here, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    return here
+
+
+def tree_bytes(path):
+    """Bytes of the regular files under ``path`` (0 when it does not exist); symlinks are not followed."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            if not os.path.islink(os.path.join(dirpath, name)):
+                total += st.st_size
+    return total
+
+
+def staging_state(revision_dir):
+    """dict ``path``, ``complete`` (its .manifest.json exists), ``partial_bytes`` (what ``<revision>.partial`` holds)."""
+    if not revision_dir:
+        return None
+    return {"path": revision_dir, "complete": os.path.isfile(os.path.join(revision_dir, ".manifest.json")),
+            "partial_bytes": tree_bytes(revision_dir.rstrip("/") + ".partial")}
 
 
 def model_size(candidates):
@@ -243,7 +283,8 @@ def model_size(candidates):
     return {"index": None, "total_size_bytes": None}
 
 
-def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup_root="/sys/fs/cgroup"):
+def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup_root="/sys/fs/cgroup",
+           staged_revision=None):
     with open(os.path.join(proc, "meminfo")) as fh:
         mem = parse_meminfo(fh.read())
     shm = {"path": shm_path, "size_bytes": None, "free_bytes": None}
@@ -253,7 +294,8 @@ def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup
     disks = []
     for path in paths or []:
         checked, total, free = fs_space(path)
-        disks.append({"path": path, "checked_path": checked, "total_bytes": total, "free_bytes": free})
+        disks.append({"path": path, "checked_path": checked, "total_bytes": total, "free_bytes": free,
+                      "device": os.stat(checked).st_dev})
     try:
         usable = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
@@ -265,6 +307,7 @@ def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup
         "disks": disks,
         "cpus": {"count": os.cpu_count(), "usable": usable},
         "model": model_size(model_indexes),
+        "staging": staging_state(staged_revision),
     }
 
 
@@ -290,11 +333,13 @@ def main():
             shm_path=dict(type="path", default="/dev/shm"),
             model_indexes=dict(type="list", elements="path", default=[]),
             own_unit=dict(type="str"),
+            staged_revision=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     try:
-        facts = gather(module.params["paths"], module.params["shm_path"], module.params["model_indexes"])
+        facts = gather(module.params["paths"], module.params["shm_path"], module.params["model_indexes"],
+                       staged_revision=module.params["staged_revision"])
     except (IOError, OSError) as exc:
         module.fail_json(msg="cannot read host capacity: %s" % exc)
     facts["own_unit"] = own_unit_memory(module, module.params["own_unit"])

@@ -212,6 +212,26 @@ def wait(module, clock=None, sleep=None, wallclock=None):
     return verdict
 
 
+def failure_message(unit, v, journal_warning=None):
+    """One line for a verdict other than ready: unit, verdict, time, the reason, then the phase, the exit and the first
+    error only where the reason does not already say them (each once), the journal's warning, and one hint chosen by
+    the error and the phase (a port already in use gets the port's hint, never the capture's)."""
+    msg = "%s: %s after %.0f s: %s" % (unit, v["verdict"], v["elapsed_s"], v["reason"])
+    if v["phase"] and ("phase %s" % v["phase"]) not in msg:
+        msg += "; phase %s" % v["phase"]
+    if v["exit_status"] and v["exit_status"]["text"] not in msg:
+        msg += "; %s" % v["exit_status"]["text"]
+    if v["error"] and v["error"] not in msg:
+        msg += "; first error: %s" % v["error"]
+    if journal_warning:
+        msg += "; " + journal_warning
+    if v["verdict"] == "crashed":
+        msg += "; " + crash_advice(v["phase"], v["error"])
+    elif ADVICE.get(v["verdict"]):
+        msg += "; " + ADVICE[v["verdict"]]
+    return msg
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -237,20 +257,7 @@ def main():
                                              module.get_bin_path("systemctl"), module.params["unit"],
                                              v["invocation_ids"])
     if v["verdict"] != "ready":
-        msg = "%s: %s after %.0f s: %s" % (module.params["unit"], v["verdict"], v["elapsed_s"], v["reason"])
-        if v["phase"]:
-            msg += "; phase %s" % v["phase"]
-        if v["exit_status"]:
-            msg += "; %s" % v["exit_status"]["text"]
-        if v["error"]:
-            msg += "; first error: %s" % v["error"]
-        if result["journal"]["warning"]:
-            msg += "; " + result["journal"]["warning"]
-        if v["verdict"] == "crashed":
-            msg += "; " + crash_advice(v["phase"], v["error"])
-        else:
-            msg += "; " + ADVICE.get(v["verdict"], "")
-        module.fail_json(msg=msg, **result)
+        module.fail_json(msg=failure_message(module.params["unit"], v, result["journal"]["warning"]), **result)
     if result["journal"]["warning"]:
         module.warn(result["journal"]["warning"])
     module.exit_json(**result)

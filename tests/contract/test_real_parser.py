@@ -37,32 +37,43 @@ def _load(name, path):
 argv_filter = _load("contract_sglang_argv", ROOT / "plugins" / "filter" / "sglang_argv.py")
 unit_filter = _load("contract_sglang_unit", ROOT / "plugins" / "filter" / "sglang_unit.py")
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
-_VAR = re.compile(r"^\{\{\s*(sglang_service_[a-z_]+)\s*\}\}$")
+# sglang_service reads the deployment's facts (roles/deployment, its dependency): template with both, as Ansible does.
+FACTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())
+
+
+def _trusted(node):
+    """YAML from the repo, trusted as templates the way Ansible trusts role defaults and inventory files."""
+    from ansible.template import trust_as_template
+
+    if isinstance(node, dict):
+        return {k: _trusted(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_trusted(v) for v in node]
+    return trust_as_template(node) if isinstance(node, str) else node
 
 
 def _resolve(value, variables):
-    """Resolve the few ``{{ sglang_service_x }}`` values the defaults hold; anything else templated is a failure."""
-    if isinstance(value, str) and "{{" in value:
-        match = _VAR.match(value.strip())
-        assert match and match.group(1) in variables, f"cannot resolve {value!r} in the contract test"
-        return _resolve(variables[match.group(1)], variables)
-    return value
+    """Template ``value`` with the role's variables (Ansible's own Templar)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    return Templar(loader=DataLoader(), variables=_trusted(variables)).template(_trusted(value))
 
 
 def _argv(overrides=None, host="node-0"):
     """What roles/sglang_service/tasks/{options,main}.yml render, from the role defaults plus ``overrides``."""
-    v = {**DEFAULTS, **(overrides or {})}
+    v = {**FACTS, **DEFAULTS, **(overrides or {})}
     base = {k: _resolve(x, v) for k, x in {**v["sglang_service_options"], **v["sglang_service_extra_options"]}.items()}
     multinode = unit_filter.sglang_multinode_options(
         v["sglang_service_nodes"], host, v["sglang_service_dist_init_host"], v["sglang_service_dist_init_port"],
         base.get("tp-size"), v["sglang_service_socket_ifname"])
     eagle3 = argv_filter.sglang_eagle3_options(v["sglang_service_eagle3"], base, v["sglang_service_model_family"],
-                                               v["sglang_service_sglang_version"])
+                                               _resolve(v["sglang_service_sglang_version"], v))
     options = {**{k: _resolve(x, v) for k, x in v["sglang_service_options"].items()}, **multinode, **eagle3,
                **{k: _resolve(x, v) for k, x in v["sglang_service_extra_options"].items()}}
-    return argv_filter.sglang_argv(options, v["sglang_service_sglang_version"],
+    return argv_filter.sglang_argv(options, _resolve(v["sglang_service_sglang_version"], v),
                                    model_family=v["sglang_service_model_family"],
-                                   compute_capability=v["sglang_service_compute_capability"])
+                                   compute_capability=_resolve(v["sglang_service_compute_capability"], v))
 
 
 def _inventory_overrides():

@@ -33,7 +33,7 @@ PUBLISHED = [
     {"node": "gpu-1", "roles": ["gpu"], "node_exporter": "gpu-1:9100",
      "sglang": {"url": "http://gpu-1:30000", "unit": "sglang-kimi.service"}},
     {"node": "router", "roles": ["router"], "node_exporter": "router:9100",
-     "router": {"metrics": "router:29000", "unit": "sglang-router.service", "workers": 2}},
+     "router": {"url": "http://router:29000", "unit": "sglang-router.service", "workers": 2}},
 ]
 
 
@@ -167,14 +167,6 @@ def test_node_exporter_args():
     assert "--collector.systemd" not in mc.monitoring_node_exporter_args([], "/x", ":9100")
 
 
-def test_address():
-    hostvars = {"a": {"ansible_host": "10.0.0.5"}, "b": {"ansible_host": "b", "ansible_connection": "containers.podman.podman"},
-                "c": {"monitoring_address": "fd00::1"}}
-    assert mc.monitoring_address("a", hostvars) == "10.0.0.5"
-    assert mc.monitoring_address("b", hostvars) == "b"
-    assert mc.monitoring_address("c", hostvars) == "[fd00::1]"
-    assert mc.monitoring_address("d", hostvars) == "d"
-
 
 def test_readme_lists_every_alert_setting_with_its_default():
     readme = open(os.path.join(ROOT, "README.md")).read()
@@ -182,11 +174,3 @@ def test_readme_lists_every_alert_setting_with_its_default():
     for key, default in mc.ALERT_DEFAULTS.items():
         assert "| `%s` | `%s` |" % (key, default) in section, key
 
-
-def test_gpus_per_node():
-    assert mc.monitoring_gpus_per_node({"tp-size": 8}) == 8
-    assert mc.monitoring_gpus_per_node({"tp-size": 16, "nnodes": 2}) == 8
-    assert mc.monitoring_gpus_per_node({"tp": 4, "pp-size": 2}) == 8
-    assert mc.monitoring_gpus_per_node({}) == 1
-    with pytest.raises(AnsibleFilterError, match="not an integer"):
-        mc.monitoring_gpus_per_node({"tp-size": "eight"})

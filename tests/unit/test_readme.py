@@ -31,3 +31,12 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
     commands = [line.split("#")[0].strip() for line in first_block.strip().splitlines()]
     assert commands == ["scripts/sandbox-deploy.sh", "scripts/test.sh"]
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_defaults_live_only_in_defaults_main_yml():
+    """A default is set once: in the role's defaults/main.yml. The argument specs give types and meanings only, so a
+    changed default cannot leave a stale copy in meta/argument_specs.yml (or in the README, rendered from both)."""
+    for spec_file in ROOT.glob("roles/*/meta/argument_specs.yml"):
+        for entry, spec in yaml.safe_load(spec_file.read_text())["argument_specs"].items():
+            restated = sorted(n for n, opt in (spec.get("options") or {}).items() if "default" in opt)
+            assert not restated, f"{spec_file}: entry {entry} restates defaults of {restated}"

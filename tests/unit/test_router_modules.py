@@ -12,6 +12,8 @@ import sglang_router_workers
 from ansible.module_utils.sglang_router_api import RouterError, normalise_url, parse_prometheus, wait_until
 from sglang_argv import sglang_router_argv
 
+ROUTER_VERSION = "0.3.2"  # the snapshot these expectations were written against (plugins/data/sglang_router_cli_0.3.2.json)
+
 # SGLang 0.5.23 /metrics with --tp-size 2 (one line per rank), as the simulator and the real server print it.
 METRICS = """# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
@@ -155,11 +157,12 @@ def test_drain_without_metrics_says_enable_metrics():
 
 def test_router_argv_validates_against_the_real_parser_snapshot():
     argv = sglang_router_argv({"host": "0.0.0.0", "port": 30000, "worker-urls": ["http://a:30000", "http://b:30000"],
-                               "policy": "cache_aware", "health_check_interval_secs": 5})
+                               "policy": "cache_aware", "health_check_interval_secs": 5}, ROUTER_VERSION)
     assert argv == ["--host", "0.0.0.0", "--port", "30000", "--worker-urls", "http://a:30000", "http://b:30000",
                     "--policy", "cache_aware", "--health-check-interval-secs", "5"]
     with pytest.raises(Exception) as err:
-        sglang_router_argv({"policy": "fastest", "health-check-interval": 5, "port": "x", "api-key": "s3cret"})
+        sglang_router_argv({"policy": "fastest", "health-check-interval": 5, "port": "x", "api-key": "s3cret"},
+                           ROUTER_VERSION)
     text = str(err.value)
     for needle in ("'fastest' is not a valid choice in sglang-router 0.3.2", "--health-check-interval is not an "
                    "option of sglang-router 0.3.2; did you mean --health-check-interval-secs",
@@ -179,20 +182,23 @@ def test_drain_of_a_stopped_server_is_immediate():
     assert result["server_down"] and result["in_flight"] == 0
 
 
-def test_worker_urls_from_the_inventory():
-    from router import sglang_router_worker_url, sglang_router_worker_urls
+def test_worker_urls_are_what_each_node_published():
+    """The router restates no worker port or address: each GPU node's sglang_service_endpoint.router_url."""
+    from router import sglang_router_worker_url, sglang_router_worker_urls, sglang_router_workers
 
-    hostvars = {
-        "gpu-0": {"ansible_host": "10.0.0.5"},
-        "gpu-1": {"ansible_host": "10.0.0.6", "sglang_router_worker_address": "gpu-1.internal",
-                  "sglang_service_extra_options": {"port": 31000}},
-        "box-0": {"ansible_connection": "containers.podman.podman", "ansible_host": "ignored"},
-        "v6": {"ansible_host": "fd00::7", "sglang_router_worker_port": "32000"},
-    }
-    assert sglang_router_worker_urls(["gpu-0", "gpu-1", "box-0", "v6"], hostvars) == [
-        "http://10.0.0.5:30000", "http://gpu-1.internal:31000", "http://box-0:30000", "http://[fd00::7]:32000"]
-    assert sglang_router_worker_url("gpu-0", hostvars, "https", 8443) == "https://10.0.0.5:8443"
+    def ep(url, host="0.0.0.0"):
+        return {"sglang_service_endpoint": {"host": host, "router_url": url}}
+
+    hostvars = {"gpu-0": ep("http://10.0.0.5:30000"), "gpu-1": ep("http://gpu-1.internal:31000"),
+                "v6": ep("https://[fd00::7]:32000"), "lo": ep(None, "127.0.0.1"), "dup": ep("http://10.0.0.5:30000"),
+                "bare": {}}
+    assert sglang_router_worker_urls(["gpu-0", "gpu-1", "v6"], hostvars) == [
+        "http://10.0.0.5:30000", "http://gpu-1.internal:31000", "https://[fd00::7]:32000"]
     with pytest.raises(Exception, match="same worker URL: http://10.0.0.5:30000"):
-        sglang_router_worker_urls(["gpu-0", "dup"], {**hostvars, "dup": {"ansible_host": "10.0.0.5"}})
-    with pytest.raises(Exception, match="http or https"):
-        sglang_router_worker_url("gpu-0", hostvars, "grpc")
+        sglang_router_worker_urls(["gpu-0", "dup"], hostvars)
+    with pytest.raises(Exception, match="listens on 127.0.0.1 only"):
+        sglang_router_worker_url("lo", hostvars)
+    found = sglang_router_workers(["gpu-0", "lo", "bare", "dup"], hostvars)
+    assert found["urls"] == ["http://10.0.0.5:30000", "http://10.0.0.5:30000"]
+    assert [p.split(" ")[0] for p in found["problems"]] == ["lo's", "bare", "two"]
+    assert sglang_router_workers([], hostvars)["problems"][0].startswith("the router's worker group has no hosts")

@@ -59,7 +59,8 @@ def test_multinode_argv_parses_against_the_snapshot():
     import sglang_argv
     opts = u.sglang_multinode_options(["a", "b"], "b", "", 50000, 16, "eth0")
     # with the tp size the options come with (16 ranks over 2 nodes: SGLang asserts tp divisible by nodes)
-    assert sglang_argv.sglang_argv({"tp-size": 16, **opts}) == ["--tp-size", "16", "--nnodes", "2", "--node-rank", "1",
+    from conftest import SGLANG_VERSION
+    assert sglang_argv.sglang_argv({"tp-size": 16, **opts}, SGLANG_VERSION) == ["--tp-size", "16", "--nnodes", "2", "--node-rank", "1",
                                                                 "--dist-init-addr", "a:50000"]
 
 
@@ -92,3 +93,14 @@ def test_verify_wrapper_refuses_a_name_that_is_not_a_service(tmp_path):
     src.write_text(GOOD_UNIT)
     result = subprocess.run([str(VERIFY), "sglang-kimi", str(src)], capture_output=True, text=True)
     assert result.returncode == 2 and "must end in .service" in result.stderr
+
+
+def test_a_failed_unit_is_started_again_and_says_why():
+    gave_up = u.sglang_unit_recovery({"ActiveState": "failed", "Result": "start-limit-hit", "NRestarts": "3"})
+    assert gave_up["restarted"] and gave_up["why"] == (
+        "the unit had failed (Result=start-limit-hit, 3 automatic restart(s), then systemd stopped restarting it: start "
+        "limit hit); this run started it again")
+    crashed = u.sglang_unit_recovery({"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0"})
+    assert crashed["restarted"] and "Result=exit-code" in crashed["why"] and "start limit" not in crashed["why"]
+    assert u.sglang_unit_recovery({"ActiveState": "active", "Result": "success"})["restarted"] is False
+    assert u.sglang_unit_recovery({})["why"] is None  # a unit systemd does not know yet

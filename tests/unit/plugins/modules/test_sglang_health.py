@@ -94,7 +94,8 @@ def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypa
     assert "torch.OutOfMemoryError: CUDA out of memory" in result["traceback"]
     assert "Received sigquit" not in result["traceback"]
     assert result["msg"].startswith("sglang@kimi.service: crashed after 1 s")
-    assert "exit code 1" in result["msg"] and "first error: Exception: Capture cuda graph failed" in result["msg"]
+    assert result["msg"].count("exit code 1") == 1  # the reason says it; said once
+    assert result["msg"].count("Exception: Capture cuda graph failed") == 1
     # the hint is the capture phase's, said once
     assert result["msg"].count("--cuda-graph-max-bs-decode") == 1 and "model_stage" not in result["msg"]
 
@@ -309,3 +310,17 @@ def test_idle_gpus_with_flat_memory_stall_without_the_nccl_hint(module_runner, m
     kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30, interval=10.0))
     assert kind == "fail" and result["verdict"] == "stalled"
     assert "ACS" not in result["msg"]
+
+
+def test_a_crash_message_says_each_fact_once_and_a_bind_error_gets_the_ports_hint():
+    """Issue 14: a busy port killed SGLang after loading; the message listed capture and mem-fraction hints and the
+    error twice."""
+    error = "[Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use"
+    v = {"verdict": "crashed", "elapsed_s": 612.0, "phase": "http_server", "error": error,
+         "exit_status": {"text": "exit code 3"},
+         "reason": "main process gone (unit failed, Result=exit-code, exit code 3) in phase http_server: " + error}
+    msg = sglang_health.failure_message("sglang-kimi.service", v)
+    assert msg.count(error) == 1 and msg.count("exit code 3") == 1 and msg.count("phase http_server") == 1
+    assert msg.endswith("the port is taken by another process: stop it or move --port (preflight names the process "
+                        "that holds it)")
+    assert "mem-fraction" not in msg and "graph" not in msg
