@@ -26,6 +26,13 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  min_healthy_others:
+    description:
+      - With I(state=absent), the capacity guard - refuse (before removing anything) unless at least this many
+        other workers are listed healthy. A rolling redeploy sets it so a node that is already unhealthy stops the
+        rollout instead of taking a second node out of rotation. 0 turns the guard off.
+    type: int
+    default: 0
   timeout:
     description: Seconds to wait for the router's list to agree before failing.
     type: int
@@ -97,6 +104,16 @@ def run(params, check_mode, router=None, clock=None, sleep=None):
         if not entries:
             result["workers"] = _summary(router.workers())
             return result
+        need = int(params.get("min_healthy_others") or 0)
+        if need:
+            everyone = router.workers()
+            others = [w for w in everyone if normalise_url(w.get("url") or "") != url]
+            healthy_others = [w.get("url") for w in others if w.get("is_healthy")]
+            if len(healthy_others) < need:
+                raise RouterError("refusing to take %s out of rotation: %d other worker(s) healthy (%s), the capacity "
+                                  "guard needs %d; unhealthy: %s" % (
+                                      url, len(healthy_others), ", ".join(healthy_others) or "none", need,
+                                      ", ".join(w.get("url") for w in others if not w.get("is_healthy")) or "none"))
         result["changed"] = True
         if check_mode:
             result["workers"] = _summary(router.workers())
@@ -144,6 +161,7 @@ def main():
             router_url=dict(type="str", required=True),
             worker_url=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
+            min_healthy_others=dict(type="int", default=0),
             timeout=dict(type="int", default=120),
             poll_interval=dict(type="float", default=0.5),
             request_timeout=dict(type="int", default=10),

@@ -202,3 +202,18 @@ def test_worker_urls_are_what_each_node_published():
     assert found["urls"] == ["http://10.0.0.5:30000", "http://10.0.0.5:30000"]
     assert [p.split(" ")[0] for p in found["problems"]] == ["lo's", "bare", "two"]
     assert sglang_router_workers([], hostvars)["problems"][0].startswith("the router's worker group has no hosts")
+
+
+def test_the_capacity_guard_refuses_to_drain_a_second_node_while_another_is_unhealthy():
+    """Issue 15: a node already unhealthy makes the guard refuse to take another out of rotation (nothing removed)."""
+    fleet = [{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+             {"id": "y", "url": "http://n0:30000", "is_healthy": False}]
+    router = FakeRouter(fleet, healthy_after=10 ** 6)
+    with pytest.raises(RouterError, match=r"refusing to take http://n1:30000 out of rotation: 0 other worker\(s\) "
+                                          r"healthy \(none\), the capacity guard needs 1; unhealthy: http://n0:30000"):
+        sglang_router_workers.run(dict(_params("absent"), min_healthy_others=1), False, router=router)
+    assert router.calls == []
+    fleet[1]["is_healthy"] = True
+    router = FakeRouter(fleet, healthy_after=10 ** 6)
+    assert sglang_router_workers.run(dict(_params("absent"), min_healthy_others=1), False, router=router,
+                                     clock=Clock(), sleep=Clock().sleep)["changed"]
