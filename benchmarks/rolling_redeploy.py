@@ -4,20 +4,31 @@
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
     python benchmarks/rolling_redeploy.py [--clients 4] [--case both|release|crash|router-down ...] [--check]
 
-Cases (each prints its figures; in the order router-down, release, crash whatever the order given):
+Cases (each prints its figures; in the order router-down, refusals, release, crash, rollback whatever the order
+given):
 
 router-down  the router is stopped: the play must fail before any node is touched (no restart, no release
          change on any node); the router is started again afterwards.
+refusals a bad SGLang option fails the play before any node leaves rotation; a node the router lists unhealthy
+         (its server SIGSTOPped) makes the capacity guard refuse to take the other out; a lock another rollout holds
+         refuses a second run. Nothing moves in any of them.
 release  every node onto a new SGLang release (tests/sandbox/patches/0001-release-r2-note.patch) while N clients
          send chat completions (every 4th streamed) through the router; expected: the play succeeds, 0 failed requests.
+rollback playbooks/rollback.yml on node 1 under load (after crash): its previous generation's release and model
+         come back, 0 failed requests.
 crash    every node onto r2 and model revision sandbox-r2, but node 2's release also carries
          0002-crash-at-shard-40.patch (the server dies at shard 40 of 64 while loading): expected: node 1 on the new
          release and model; node 2 rolled back to its release and model and back in rotation; the play fails naming
          node 2 and the verdict; 0 failed requests.
 
-The load generator runs here, against the router container's address on the podman network; it stops when the
-playbook ends. A poller reads the router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not
-listed healthy. ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). The cases run one
+The load generator runs here, against the router container's address on the podman network: short chat completions
+(every 4th streamed) and long streaming thinking requests (every 8th: 600 reasoning tokens at the fleet's 50 tokens/s,
+~12 s), for ``--rest-s`` before the playbook starts (latency at rest) and until it ends. A poller reads the router's
+GET /workers every 0.2 s: a worker is "out of rotation" while it is not listed healthy. Per node it prints the time
+out of rotation, the drain (what the play's drain waited), restart-to-ready (the unit's "Stopping" to SGLang's ready
+line, from the node's journal) and what is left (deregistration, the switch, re-registration); p99 at rest, while the
+nodes prepare and while they switch; and whether a build or staging log was written inside a node's window out of
+rotation (it must not be: everything is prepared before the first node leaves). ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). The cases run one
 after the other: on a fresh fleet "release" moves both nodes r1 -> r2; "crash" then restarts node 1 on r2 (nothing
 changed) and gives node 2 r2 + the crash patch, which must be rolled back to r2. "crash" alone on a fresh fleet
 moves node 1 r1 -> r2 and rolls node 2 back to r1 (scripts/test.sh runs router-down + crash).
@@ -26,6 +37,7 @@ moves node 1 r1 -> r2 and rolls node 2 back to r1 (scripts/test.sh runs router-d
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -59,25 +71,31 @@ class Load:
     def __init__(self, url, clients, max_s, model="Kimi-K2.5"):
         self.url, self.clients, self.max_s, self.model = url, clients, max_s, model
         self.results = []  # (start, latency_s, ok, error)
+        self.wall_of = {}  # monotonic start -> wall-clock start (to place a request in the rest/prepare/switch phase)
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.threads = []
 
     def _one(self, i, n):
-        stream = n % 4 == 3
-        body = {"model": self.model, "max_tokens": 16, "stream": stream,
+        long = n % 8 == 7  # a thinking request: 600 reasoning tokens streamed, then its answer
+        stream = long or n % 4 == 3
+        body = {"model": self.model, "max_tokens": 1024 if long else 16, "stream": stream,
                 "messages": [{"role": "user", "content": "client %d request %d" % (i, n)}]}
+        if not long:
+            body["chat_template_kwargs"] = {"thinking": False}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
         start = time.monotonic()
+        self.wall_of[start] = time.time()
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
+            with urllib.request.urlopen(req, timeout=300) as resp:
                 raw = resp.read().decode("utf-8", "replace")
                 if resp.status != 200:
                     return start, time.monotonic() - start, False, "HTTP %s" % resp.status
             if stream:
-                ok = raw.rstrip().endswith("data: [DONE]") and '"finish_reason": "stop"' in raw.replace(
-                    '"finish_reason":"stop"', '"finish_reason": "stop"')
+                flat = raw.replace('"finish_reason":"', '"finish_reason": "')
+                ok = raw.rstrip().endswith("data: [DONE]") and ('"finish_reason": "stop"' in flat
+                                                                or (long and '"finish_reason": "length"' in flat))
                 err = None if ok else "stream ended without finish_reason/[DONE]: %r" % raw[-200:]
             else:
                 data = json.loads(raw)
@@ -115,6 +133,7 @@ class Rotation:
     def __init__(self, url, interval=0.2):
         self.url, self.interval = url, interval
         self.out_since, self.out_total, self.out_count, self.errors = {}, {}, {}, 0
+        self.windows = []  # (url, wall-clock start, wall-clock end) of each time out of rotation
         self.known = set()
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -136,9 +155,12 @@ class Rotation:
                 for url in self.known:
                     if url not in healthy and url not in self.out_since:
                         self.out_since[url] = now
+                        self.wall_since = getattr(self, "wall_since", {})
+                        self.wall_since[url] = time.time()
                         self.out_count[url] = self.out_count.get(url, 0) + 1
                     elif url in healthy and url in self.out_since:
                         self.out_total[url] = self.out_total.get(url, 0.0) + now - self.out_since.pop(url)
+                        self.windows.append((url, self.wall_since.pop(url), time.time()))
             self.stop_event.wait(self.interval)
 
     def start(self):
@@ -151,6 +173,7 @@ class Rotation:
         now = time.monotonic()
         for url, since in list(self.out_since.items()):
             self.out_total[url] = self.out_total.get(url, 0.0) + now - since
+            self.windows.append((url, getattr(self, "wall_since", {}).get(url, time.time()), time.time()))
         return {url: round(self.out_total.get(url, 0.0), 1) for url in sorted(self.known)}
 
 
@@ -197,7 +220,65 @@ def percentile(values, p):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def run_case(name, vars_by_host, args, workdir):
+UNIT = "sglang-kimi.service"
+WRITES = ("/opt/sglang/releases/*/build.log", "/opt/sglang/build/*/build.log", "/srv/models/Kimi-K2.5/.*.progress")
+
+
+def journal_restarts(node, since_wall):
+    """[(stopping_at, ready_at or None)] from the node's journal since ``since_wall``: each "Stopping" of the unit and
+    SGLang's first ready line after it (wall-clock seconds)."""
+    out = podman("exec", node, "journalctl", "-u", UNIT, "-o", "json", "--no-pager", "--since",
+                 "@%d" % int(since_wall))
+    events = []
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get("MESSAGE")
+        if not isinstance(msg, str):
+            continue
+        t = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        if msg.startswith("Stopping " + UNIT):
+            events.append([t, None])
+        elif "The server is fired up and ready to roll!" in msg and events and events[-1][1] is None:
+            events[-1][1] = t
+    return [tuple(e) for e in events]
+
+
+def write_times(node):
+    """Wall-clock mtimes of the node's build logs and staging progress files (what a prepare writes)."""
+    code = ("import glob, json, os; print(json.dumps({p: os.stat(p).st_mtime for pat in %r for p in glob.glob(pat)}))"
+            % (WRITES,))
+    return json.loads(podman("exec", node, "python3", "-c", code) or "{}")
+
+
+def node_of(url):
+    return next((n for n in NODES if ("//%s:" % n) in url), url)
+
+
+def windows_figures(windows, log, since_wall):
+    """Per node: each window out of rotation, the drain the play reported, restart-to-ready from the journal, the rest."""
+    drains = {}
+    for host, secs in re.findall(r"drained (\S+) in ([0-9.]+) s", log):
+        drains.setdefault(host, []).append(float(secs))
+    restarts = {n: journal_restarts(n, since_wall) for n in NODES}
+    out = []
+    for url, start, end in sorted(windows, key=lambda w: w[1]):
+        node = node_of(url)
+        inside = [(a, b) for a, b in restarts.get(node, []) if start <= a <= end]
+        stop, ready = inside[0] if inside else (None, None)
+        drain = drains.get(node, [None]).pop(0) if drains.get(node) else None
+        restart = (ready - stop) if stop and ready else None
+        total = end - start
+        rest = None if restart is None or drain is None else total - restart - drain
+        out.append({"node": node, "out_s": round(total, 1), "drain_s": drain,
+                    "restart_to_ready_s": None if restart is None else round(restart, 1),
+                    "rest_s": None if rest is None else round(rest, 1), "start": start, "end": end})
+    return out
+
+
+def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=()):
     inv = os.path.join(workdir, "%s-overlay.json" % name)
     overlay(inv, vars_by_host)
     url = args.router_url or router_url()
@@ -206,20 +287,36 @@ def run_case(name, vars_by_host, args, workdir):
     load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
     rotation.start()
     load.start()
-    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml"], os.path.join(workdir, name + ".log"))
+    time.sleep(args.rest_s)  # latency at rest, before the playbook touches anything
+    started = time.time()
+    rc, wall, out = ansible(["-i", inv, playbook, *extra], os.path.join(workdir, name + ".log"))
     time.sleep(2)  # requests right after the last node came back count too
     load.stop()
     out_of_rotation = rotation.stop()
     after = {n: current_release(n) for n in NODES}
     models_after = {n: current_model(n) for n in NODES}
-    lat = [r[1] for r in load.results if r[2]]
     failed = [r for r in load.results if not r[2]]
+    windows = windows_figures(rotation.windows, out, started)
+    first_out = min([w["start"] for w in windows] or [float("inf")])
+
+    def p99(select):
+        lat = [r[1] for r in load.results if r[2] and select(load.wall_of.get(r[0], 0))]
+        return round(percentile(lat, 99) * 1000, 1) if lat else None
+
+    writes = {n: write_times(n) for n in NODES}
+    inside = sorted("%s:%s" % (n, path) for n, files in writes.items() for path, t in files.items()
+                    for w in windows if w["start"] <= t <= w["end"])
+    lat = [r[1] for r in load.results if r[2]]
     figures = {
         "case": name, "playbook_rc": rc, "playbook_s": round(wall, 1), "clients": args.clients,
         "requests": len(load.results), "failed": len(failed),
+        "long_requests": sum(1 for r in load.results if r[1] > 5),
         "p50_ms": round(percentile(lat, 50) * 1000, 1), "p99_ms": round(percentile(lat, 99) * 1000, 1),
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
-        "out_of_rotation_s": out_of_rotation, "router_poll_errors": rotation.errors,
+        "p99_rest_ms": p99(lambda t: t < started), "p99_prepare_ms": p99(lambda t: started <= t < first_out),
+        "p99_switch_ms": p99(lambda t: t >= first_out),
+        "out_of_rotation_s": out_of_rotation, "windows": windows, "writes_inside_windows": inside,
+        "router_poll_errors": rotation.errors,
         "release_before": {n: os.path.basename(v) for n, v in before.items()},
         "release_after": {n: os.path.basename(v) for n, v in after.items()},
         "model_before": {n: os.path.basename(v) for n, v in models_before.items()},
@@ -265,16 +362,38 @@ def router_down_case(workdir):
 
 def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
-    print("   requests %d, failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
-          % (f["requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
-    for url, secs in f["out_of_rotation_s"].items():
-        print("   out of rotation: %-36s %6.1f s" % (url, secs))
+    print("   requests %d (%d long streaming), failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
+          % (f["requests"], f["long_requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
+    print("   p99 at rest %s ms, while preparing %s ms, while switching %s ms"
+          % (f["p99_rest_ms"], f["p99_prepare_ms"], f["p99_switch_ms"]))
+    for w in f["windows"]:
+        print("   %-20s out of rotation %6.1f s = drain %s s + restart-to-ready %s s + the rest %s s"
+              % (w["node"], w["out_s"], w["drain_s"], w["restart_to_ready_s"], w["rest_s"]))
+    print("   build or staging writes inside a window out of rotation: %s" % (f["writes_inside_windows"] or "none"))
     for n in NODES:
         print("   %s: release %s -> %s, model %s -> %s" % (n, f["release_before"][n], f["release_after"][n],
                                                        f["model_before"][n], f["model_after"][n]))
     if f["failures_sample"]:
         print("   failures (first 5): %s" % f["failures_sample"])
     print("   playbook log: %s" % f["log"])
+
+
+def window_problems(name, f, max_rest_s):
+    problems = []
+    for w in f["windows"]:
+        if w["rest_s"] is None:
+            problems.append("%s: %s's window out of rotation has no drain or restart figure: %s" % (name, w["node"], w))
+        elif w["rest_s"] > max_rest_s:
+            problems.append("%s: %s was out of rotation %.1f s beyond its drain and restart-to-ready (limit %.0f s)"
+                            % (name, w["node"], w["rest_s"], max_rest_s))
+    if f["writes_inside_windows"]:
+        problems.append("%s: build or staging writes while a node was out of rotation: %s"
+                        % (name, f["writes_inside_windows"]))
+    if f["failed"]:
+        problems.append("%s: %d failed requests" % (name, f["failed"]))
+    if not f["long_requests"]:
+        problems.append("%s: the load had no long streaming request" % name)
+    return problems
 
 
 def main(argv=None):
