@@ -34,13 +34,14 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
   fi
 fi
 if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then
-  # A fresh fleet (2 GPU nodes + the real router), then the rollout whose node 2 gets a release that crashes while
-  # loading: node 1 moves to the new release under load, node 2 is rolled back, 0 failed requests.
+  # A fresh fleet (2 GPU nodes + the real router); the rollout refused with the router down, a bad option, an
+  # unhealthy node and a held lock (no node leaves rotation); then the rollout whose node 2 gets a release that
+  # crashes while loading (node 1 switches under load, node 2 is rolled back) and rollback.yml on node 1; 0 failed.
   # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  step "rolling redeploy under load (fleet sandbox: router down, then node 2 crashes on its new release)"
+  step "rolling redeploy under load (fleet sandbox: refusals, node 2 crashes on its new release, rollback)"
   scripts/sandbox-fleet.sh --destroy >/dev/null
   scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1 || { tail -50 .cache/fleet-deploy.log; exit 1; }
-  python benchmarks/rolling_redeploy.py --case router-down --case crash --check
+  python benchmarks/rolling_redeploy.py --case router-down --case refusals --case crash --case rollback --check
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
 step "all tests passed"
