@@ -304,7 +304,11 @@ def run(module):
         # The target: the previous generation when the live state is the current record (a switch that completed,
         # then failed its health check); the current record itself when the live state drifted from it (a switch
         # that failed half-way, before it could record anything).
-        target_record = read_generation(p["dir"], "previous") if same(current, live) else current
+        drifted = current is not None and not same(current, live)
+        target_record = current if drifted else read_generation(p["dir"], "previous")
+        if drifted and not check:
+            # The drifted live state becomes a generation of its own, so a second rollback rolls forward to it.
+            write_generation(p, live, "recorded before a rollback (the live state was not the last record)")
         if target_record is None:
             raise GenerationError("no previous generation in %s: nothing to roll back to (a generation is recorded at "
                                   "each switch)" % p["dir"])

@@ -78,6 +78,10 @@ def test_restore_after_a_switch_that_failed_half_way_goes_to_the_last_record(nod
     os.symlink("r2", str(node / "models/Kimi/current"))
     kind, back = module_runner(generation_record, params(node, state="restored"))
     assert back["restored_generation"] == 1 and os.readlink(str(node / "models/Kimi/current")) == "r1"
+    # The drifted state was recorded first (generation 2): a second rollback rolls forward to it, as after a switch.
+    assert back["current"]["generation"] == 3 and back["previous"]["generation"] == 2
+    kind, forward = module_runner(generation_record, params(node, state="restored"))
+    assert forward["restored_generation"] == 2 and os.readlink(str(node / "models/Kimi/current")) == "r2"
 
 
 def test_no_previous_generation_is_a_clear_error_and_a_missing_target_changes_nothing(node, module_runner):
