@@ -397,7 +397,9 @@ def refused(name, workdir, extra, expect, vars_by_host=None):
     rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml", *extra], os.path.join(workdir, name + ".log"))
     rotation.stop()
     after = node_state()
-    message = next((line.strip() for line in out.splitlines() if all(e in line for e in expect)), "")
+    flat = " ".join(out.split())  # a long message may be folded over lines by the output format
+    at = flat.find(expect[0])
+    message = flat[max(at - 200, 0):at + 300] if at >= 0 and all(e in flat for e in expect) else ""
     print("== refusals/%s: playbook rc=%s in %.0f s" % (name, rc, wall))
     print("   play's message: %s" % (message[:400] or "(none with %s)" % (expect,)))
     print("   nodes out of rotation: %d; nodes untouched (release, model, service instance): %s"
