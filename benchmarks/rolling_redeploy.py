@@ -55,15 +55,19 @@ CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 
 
-def _deployment_port():
-    """deployment_port from its one place (roles/deployment/defaults/main.yml): the router's and each node's port."""
+def _yaml(*path):
     import yaml
 
-    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main.yml")) as fh:
-        return int(yaml.safe_load(fh)["deployment_port"])
+    with open(os.path.join(ROOT, *path)) as fh:
+        return yaml.safe_load(fh)
 
 
-PORT = _deployment_port()
+# Read from their one place: roles/deployment (the router's and each node's port, the rollout lock) and the fleet's
+# group vars (the SGLang options every fleet node has; a host overlay replaces the variable, so it must carry them).
+DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main.yml")
+PORT = int(DEPLOYMENT["deployment_port"])
+LOCK = DEPLOYMENT["deployment_rollout_lock"]
+FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")["sglang_service_extra_options"]
 ROUTER = "sglang-fleet-router"
 
 
@@ -417,8 +421,8 @@ def refused(name, workdir, extra, expect, vars_by_host=None):
 
 def refusals_case(workdir):
     """A bad option, an unhealthy node, a held lock: each refused before any node leaves rotation."""
-    problems = refused("bad-option", workdir, [], ["no node left rotation", "no-such-option"],
-                       {NODES[1]: {"sglang_service_extra_options": {"no-such-option": 1}}})
+    problems = refused("bad-option", workdir, [], ["no host was contacted", "--no-such-option is not an option"],
+                       {NODES[1]: {"sglang_service_extra_options": dict(FLEET_OPTIONS, **{"no-such-option": 1})}})
     # Node 2's server stops answering (SIGSTOP, as a hung host would): the router marks it unhealthy and the capacity
     # guard must refuse to take node 1 out (forced: nothing else would make the play switch node 1).
     podman("exec", NODES[1], "systemctl", "kill", "--signal=SIGSTOP", UNIT)
@@ -434,7 +438,7 @@ def refusals_case(workdir):
         problems.append("refusals/guard: %s is not healthy again after SIGCONT" % NODES[1])
     # Another rollout holds the lock (taken with the play's own module): this run is refused, the lock stays its.
     lock = ["ansible", "-i", os.path.join(ROOT, "inventory", "sandbox-fleet"), ROUTER, "-m", "rollout_lock", "-a"]
-    other = "owner='benchmark: another rollout'"
+    other = "path=%s owner='benchmark: another rollout'" % LOCK
     subprocess.run(lock + [other], cwd=ROOT, check=True, capture_output=True)
     try:
         problems += refused("lock", workdir, ["-e", "rolling_redeploy_force=true"],
