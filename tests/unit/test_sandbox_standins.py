@@ -675,6 +675,27 @@ def sglang_checkout(tmp_path_factory):
     return _checkout(d / "sglang.git", "v0.5.23", d / "src") / "python"
 
 
+def test_the_patch_series_apply_to_the_simulator_checkout(sglang_checkout, tmp_path):
+    """The fleet's release patches (benchmarks/rolling_redeploy.py: r2, then r2 + the crash) and the releases
+    scenario's applying patch apply in order to the simulator as sglang_build checks it out; the releases scenario's
+    bad patch does not. A simulator change that breaks a patch fails here, not 10 minutes into a fleet rollout."""
+    src = sglang_checkout.parent
+    work = tmp_path / "src"
+    shutil.copytree(src, work, symlinks=True)
+
+    def apply(patch):  # in the current ``work``
+        return subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=work, capture_output=True, text=True)
+
+    for patch in sorted((SANDBOX / "patches").glob("*.patch")):
+        done = apply(patch)
+        assert done.returncode == 0, "%s: %s" % (patch.name, done.stderr)
+    releases = SANDBOX.parent.parent / "molecule" / "releases" / "patches"
+    work = tmp_path / "fresh"
+    shutil.copytree(src, work, symlinks=True)
+    assert apply(releases / "0001-readme-note.patch").returncode == 0
+    assert apply(releases / "0002-does-not-apply.patch").returncode != 0
+
+
 @needs_gxx
 def test_sglang_build_compiles_with_torchs_arch_flags(sglang_checkout, tmp_path, cuda13, torch_path):
     """The SGLang stand-in compiles csrc/ with torch's own _get_cuda_arch_flags: TORCH_CUDA_ARCH_LIST 12.0 gives
