@@ -20,7 +20,7 @@ crash    every node onto r2 and model revision sandbox-r2, but node 2's release 
          0002-crash-at-shard-40.patch (the server dies at shard 40 of 64 while loading): expected: node 1 on the new
          release and model (within the same limits as release); node 2 rolled back to its previous generation
          (release and model) and back in rotation; the play fails naming node 2 and the verdict; 0 failed requests.
-rollback playbooks/rollback.yml --limit node 1 under load: node 1's previous generation (after crash: the release and
+rollback playbooks/rollback.yml -e rollback_nodes=<node 1> under load: node 1's previous generation (after crash: the release and
          model it had before crash) comes back; node 2 is not touched; 0 failed requests.
 
 The load generator runs here, against the router container's address on the podman network: short chat completions
@@ -449,10 +449,10 @@ def refusals_case(workdir):
 
 
 def rollback_case(args, workdir, expected=None):
-    """playbooks/rollback.yml on node 1 under load: its previous generation's release and model come back
+    """playbooks/rollback.yml on node 1 (rollback_nodes) under load: its previous generation's release and model come back
     (``expected``: (release, model) names they must be, when the case before says)."""
     f, out = run_case("rollback", {}, args, workdir, playbook="playbooks/rollback.yml",
-                      extra=["--limit", "%s:sglang_routers" % NODES[0]])
+                      extra=["-e", "rollback_nodes=%s" % NODES[0]])
     print_figures(f)
     problems = window_problems("rollback", f, args.max_rest_s)
     if f["playbook_rc"] != 0:
@@ -465,7 +465,7 @@ def rollback_case(args, workdir, expected=None):
         problems.append("rollback: %s did not get both its previous release and model back: %s -> %s, %s -> %s" % (
             n, f["release_before"][n], f["release_after"][n], f["model_before"][n], f["model_after"][n]))
     if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
-        problems.append("rollback: %s (not in --limit) changed" % NODES[1])
+        problems.append("rollback: %s (not in rollback_nodes) changed" % NODES[1])
     return f, problems
 
 
