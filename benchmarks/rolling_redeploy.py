@@ -65,7 +65,10 @@ class Load:
 
     def _one(self, i, n):
         stream = n % 4 == 3
+        # Kimi-K2.5 thinks unless the chat template is told not to (SGLang 0.5.23: the template's `thinking is defined
+        # and thinking is false`); 16 tokens of thinking would leave no content to check.
         body = {"model": self.model, "max_tokens": 16, "stream": stream,
+                "chat_template_kwargs": {"thinking": False},
                 "messages": [{"role": "user", "content": "client %d request %d" % (i, n)}]}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
