@@ -270,7 +270,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
-                                              parse_manifest, redact_url, sync_files)
+                                              parse_manifest, redact_url, sync_files, tree_bytes)
 from ansible.module_utils.model_files import CONFIG_FILES, dir_reader, missing_files, symlinks
 from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
 from ansible.module_utils.priority import lower_priority
@@ -718,17 +718,6 @@ class HfSource(object):
         self.sums = dict((k, v["sha256"]) for k, v in report["files"].items()
                          if isinstance(v, dict) and v.get("sha256"))
         return report
-
-
-def tree_bytes(root):
-    total = 0
-    for dirpath, _dirs, names in os.walk(root):
-        for entry in names:
-            try:
-                total += os.lstat(os.path.join(dirpath, entry)).st_size
-            except OSError:
-                pass
-    return total
 
 
 # ---------------------------------------------------------------- store
