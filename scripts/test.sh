@@ -86,7 +86,10 @@ if [ -n "$rolling" ]; then
   # node 2 is rolled back) and rollback.yml on node 1; 0 failed requests. (benchmarks/rolling_redeploy.py without
   # --case also runs the all-nodes rollout; see README.)
   step "rolling redeploy under load (fleet sandbox: refusals, node 2 crashes on its new release, rollback)"
-  python benchmarks/rolling_redeploy.py --case router-down --case refusals --case crash --case rollback --check
+  # The 15 s bound on the rest of a window is the benchmark's figure (printed); CI gates at 30 s, which a build or a
+  # staging inside the window (minutes) would still break.
+  python benchmarks/rolling_redeploy.py --case router-down --case refusals --case crash --case rollback --check \
+    --max-rest-s 30
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
 step "all tests passed"

@@ -112,11 +112,15 @@ def run(params, check_mode, client=None, clock=None, sleep=None):
     if check_mode:
         result.update(in_flight=first, counts=state["counts"], waited_s=0.0)
         return result
+    # The first read counts as a poll; every further one comes poll_interval later (wait_until sleeps between
+    # calls), so settle_polls zeros span (settle_polls - 1) * poll_interval: a request the router sent just before
+    # the deregistration reaches the gauges by then. Two reads in one instant would prove nothing.
     state["zeros"] = 1 if first == 0 else 0
+    state["first_call"] = True
 
     def drained():
-        if state["zeros"] >= params["settle_polls"]:
-            return True
+        if state.pop("first_call", False):
+            return False
         state["counts"] = read_counts(client, metrics)
         state["zeros"] = state["zeros"] + 1 if sum(state["counts"].values()) == 0 else 0
         return state["zeros"] >= params["settle_polls"]

@@ -144,6 +144,18 @@ def test_drain_needs_consecutive_zeros():
     assert result["in_flight_initial"] == 2 and result["in_flight"] == 0 and server.series == [5]
 
 
+def test_drain_settle_polls_are_poll_interval_apart():
+    """An idle server still gets its settle polls spread over time: the gauges are written when a batch is logged,
+    so two reads in the same instant cannot show a request the router sent just before the deregistration."""
+    clock = Clock()
+    server = FakeServer([0, 0, 0])
+    result = sglang_drain.run(DRAIN, False, client=server, clock=clock, sleep=clock.sleep)
+    assert result["in_flight_initial"] == 0 and result["waited_s"] == DRAIN["poll_interval"]
+    late = FakeServer([0, 1, 0, 0])
+    result = sglang_drain.run(DRAIN, False, client=late, clock=clock, sleep=clock.sleep)
+    assert result["in_flight"] == 0 and result["waited_s"] == 3 * DRAIN["poll_interval"]
+
+
 def test_drain_times_out_with_the_numbers():
     clock = Clock()
     with pytest.raises(RouterError, match=r"still has 3 request\(s\) in flight after 5 s .*started with 3"):
