@@ -4,6 +4,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -48,7 +49,12 @@ def script(monkeypatch, steps):
                 obs["previous_log"] = parse(log(step["previous_log"]))
             return obs
 
+    real_sleep = time.sleep
+
     def sleep(seconds):
+        # time.sleep is patched for the whole process: another test's leftover thread keeps its own clock
+        if threading.current_thread() is not threading.main_thread():
+            return real_sleep(seconds)
         state.setdefault("sleeps", []).append(round(seconds, 3))
         state["i"] += 1
         clock["t"] += step_seconds(seconds)
