@@ -38,10 +38,7 @@ sys.path.insert(0, str(SANDBOX))
 import cuda_wheels  # noqa: E402
 import real_sources  # noqa: E402
 
-# pytest.mark.xdist_group: these share .sandbox/cache and the stand-in builds with the other sandbox_cache files (one
-# xdist worker runs them all; scripts/test.sh uses --dist loadgroup).
 pytestmark = [
-    pytest.mark.xdist_group("sandbox_cache"),
     pytest.mark.skipif(not PYTHON.exists(), reason=".venv-sglang/bin/python is absent: run "
                        "tests/contract/install_real_sglang.sh (the real torch)"),
     pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)"),

@@ -27,12 +27,10 @@ from ansible.module_utils.sglang_router_api import Router, RouterError
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROUTER_PY = ROOT / ".venv-router" / "bin" / "python"
 MODEL = ROOT / ".sandbox" / "artifacts" / "models" / "Kimi-K2.5"
-# xdist_group: these share .sandbox/cache (the router wheelhouse) with the other sandbox_cache files (one xdist worker
-# runs them all; scripts/test.sh uses --dist loadgroup).
-pytestmark = [pytest.mark.skipif(
+pytestmark = pytest.mark.skipif(
     not ROUTER_PY.exists(),
     reason=".venv-router/bin/python is absent: run tests/contract/install_real_router.sh (about 30 s)",
-), pytest.mark.xdist_group("sandbox_cache")]
+)
 
 
 def _free_port():

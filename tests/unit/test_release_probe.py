@@ -18,10 +18,6 @@ from pathlib import Path
 
 import pytest
 
-# These tests share .sandbox/cache and the stand-in builds: one xdist worker runs them all (scripts/test.sh uses
-# --dist loadgroup), so a build's no-op check never sees another test's half-written download.
-pytestmark = pytest.mark.xdist_group("sandbox_cache")
-
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = ROOT / "roles" / "sglang_build" / "files" / "release_probe.py"
 SANDBOX = ROOT / "tests" / "sandbox"

@@ -15,10 +15,6 @@ from pathlib import Path
 
 import pytest
 
-# These tests share .sandbox/cache and the stand-in builds: one xdist worker runs them all (scripts/test.sh uses
-# --dist loadgroup), so a build's no-op check never sees another test's half-written download.
-pytestmark = pytest.mark.xdist_group("sandbox_cache")
-
 SANDBOX = Path(__file__).resolve().parents[1] / "sandbox"
 sys.path.insert(0, str(SANDBOX))
 
@@ -740,7 +736,8 @@ def test_build_all_small_and_noop(tmp_path):
     assert (out / "models/Kimi-K2.5/model-00008-of-000008.safetensors").is_file()
     assert (out / "git/flashinfer.git").is_dir()
     m2 = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
-    assert all("rebuilt)" not in line and "written)" not in line for line in m2["summary"]), m2["summary"]
+    redone = [line for line in m2["summary"] if "rebuilt)" in line or "written)" in line]
+    assert not redone, redone
     assert m2["artifacts"] == m["artifacts"]
 
 
