@@ -20,7 +20,7 @@ tests/contract/install_real_sglang.sh
 step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
 tests/contract/install_real_router.sh
 step "unit and contract tests"
-python -m pytest -q -n 2 tests/unit tests/contract
+python -m pytest -q tests/unit tests/contract
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (printed whole when run alone, its tail on failure).
 scenario() {
   local name=$1 t0=$SECONDS
