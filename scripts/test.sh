@@ -11,7 +11,9 @@ scripts/bootstrap.sh
 source scripts/env.sh
 # Each step's header carries the time since the start, so a slow step shows in the log.
 SECONDS=0
-step() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# Minutes and seconds since $1 (a $SECONDS reading).
+took() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60)); }
+step() { printf '== [%s] %s\n' "$(took 0)" "$*"; }
 
 step "ansible-lint (profile production)"
 ansible-lint
@@ -21,14 +23,13 @@ step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, 
 tests/contract/install_real_router.sh
 step "unit and contract tests"
 python -m pytest -q tests/unit tests/contract
-# One molecule scenario, its output in .cache/molecule-<scenario>.log (printed whole when run alone, its tail on failure).
+# One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS
   if molecule test -s "$name" > ".cache/molecule-$name.log" 2>&1; then
-    printf '   molecule %s passed in %dm%02ds\n' "$name" $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60))
+    echo "   molecule $name passed in $(took "$t0")"
   else
-    printf '   molecule %s FAILED after %dm%02ds; the end of .cache/molecule-%s.log:\n' "$name" \
-      $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60)) "$name"
+    echo "   molecule $name FAILED after $(took "$t0"); the end of .cache/molecule-$name.log:"
     tail -n 150 ".cache/molecule-$name.log"
     return 1
   fi
@@ -38,7 +39,7 @@ fleet() {
   local t0=$SECONDS
   scripts/sandbox-fleet.sh --destroy >/dev/null
   if scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1; then
-    printf '   fleet sandbox deployed in %dm%02ds\n' $(((SECONDS - t0) / 60)) $(((SECONDS - t0) % 60))
+    echo "   fleet sandbox deployed in $(took "$t0")"
   else
     echo "   fleet sandbox deploy FAILED; the end of .cache/fleet-deploy.log:"
     tail -n 80 .cache/fleet-deploy.log
@@ -61,7 +62,7 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     lane $MOLECULE_SCENARIOS $rolling
   else
     # Two lanes at once: each scenario has its own container and network, and the faults scenario mostly waits on
-    # its simulator (user+sys 6 of its 15 minutes), so on 2 cores the pair takes about as long as the longer lane.
+    # its simulator (user+sys 6 of its 22 minutes alone), so on 2 cores the pair takes about as long as the longer lane.
     lane_a="faults staging preflight"
     lane_b="default releases $rolling"
     step "molecule in two lanes: [$lane_a] beside [$lane_b]"
