@@ -87,10 +87,11 @@ if [ -n "$rolling" ]; then
   # node 2 is rolled back) and rollback.yml on node 1; 0 failed requests. (benchmarks/rolling_redeploy.py without
   # --case also runs the all-nodes rollout; see README.)
   step "rolling redeploy under load (fleet sandbox: refusals, node 2 crashes on its new release, rollback)"
-  # The 15 s bound on the rest of a window is the benchmark's figure (printed); CI gates at 30 s, which a build or a
-  # staging inside the window (minutes) would still break.
+  # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
+  # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
+  # build or a staging inside the window (minutes), still fails it.
   python benchmarks/rolling_redeploy.py --case router-down --case refusals --case crash --case rollback --check \
-    --max-rest-s 30
+    --max-rest-s 20
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
 step "all tests passed"

@@ -167,6 +167,55 @@ def test_drain_without_metrics_says_enable_metrics():
         sglang_drain.run(DRAIN, False, client=FakeServer([None]))
 
 
+def test_absent_with_drain_deregisters_first_then_waits_for_zero():
+    """One module run: the router forgets the worker, then its /metrics (as the router reaches it) read 0 twice."""
+    clock = Clock()
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
+    order = []
+
+    class Worker(FakeServer):
+        def request(self, *a, **k):
+            order.append(("metrics", list(router.calls)))
+            return FakeServer.request(self, *a, **k)
+
+    params = dict(_params("absent"), drain_timeout=30, min_healthy_others=1)
+    result = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep,
+                                       worker=Worker([3, 1, 0, 0]))
+    assert result["changed"] and router.calls == [("DELETE", "x")]
+    assert all(calls == [("DELETE", "x")] for _what, calls in order)  # no /metrics read before the DELETE
+    drain = result["drain"]
+    assert drain["in_flight_initial"] == 3 and drain["in_flight"] == 0 and not drain["server_down"]
+    assert drain["waited_s"] == 3 * 0.5  # sglang_inflight's spacing, not the router poll interval
+
+
+def test_absent_with_drain_refused_by_the_guard_reads_no_metrics_and_times_out_with_counts():
+    clock = Clock()
+    lonely = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": False}], healthy_after=10 ** 6)
+    worker = FakeServer([2])
+    with pytest.raises(RouterError, match="capacity guard needs 1"):
+        sglang_router_workers.run(dict(_params("absent"), drain_timeout=30, min_healthy_others=1), False,
+                                  router=lonely, clock=clock, sleep=clock.sleep, worker=worker)
+    assert lonely.calls == [] and worker.series == [2]
+    busy = FakeRouter([])  # already out of rotation (a re-run): it still waits for what the worker holds
+    with pytest.raises(RouterError, match=r"still has 2 request\(s\) in flight after 5 s"):
+        sglang_router_workers.run(dict(_params("absent"), drain_timeout=5), False, router=busy, clock=clock,
+                                  sleep=clock.sleep, worker=FakeServer([2]))
+
+
+def test_absent_without_drain_timeout_never_reads_metrics():
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True}])
+
+    class Untouchable:
+        def request(self, *a, **k):
+            raise AssertionError("read /metrics without drain_timeout")
+
+    result = sglang_router_workers.run(dict(_params("absent"), drain_timeout=0), False, router=router,
+                                       worker=Untouchable())
+    assert "drain" not in result
+
+
 def test_router_argv_validates_against_the_real_parser_snapshot():
     argv = sglang_router_argv({"host": "0.0.0.0", "port": 30000, "worker-urls": ["http://a:30000", "http://b:30000"],
                                "policy": "cache_aware", "health_check_interval_secs": 5}, ROUTER_VERSION)
