@@ -129,6 +129,33 @@ def test_smi_lists_live_gpu_processes_from_their_state_files(tmp_path):
     assert out == ""  # the process is gone: so is its line
 
 
+def test_node_baseline_has_no_controller_processes_and_shows_a_serving_gpus_memory(tmp_path, monkeypatch):
+    """The gpus.json every node starts from: the same bytes whatever runs on the controller (a live simulator's state
+    file in the default directory must not leak in), and memory.used left to the stand-in, so a GPU the simulator's
+    scheduler holds shows that memory (a pinned 0 made a serving node's GPUs look empty)."""
+    import build_artifacts
+
+    clean = build_artifacts.default_gpus_json()
+    controller = tmp_path / "controller-sim"
+    controller.mkdir()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        (controller / ("%d.json" % live.pid)).write_text(json.dumps(
+            {"pid": live.pid, "gpu_id": 0, "cuda_visible_devices": "5", "gpu_memory_used_mib": 83153}))
+        monkeypatch.setattr(fake_nvidia_smi, "DEFAULT_PROCESS_STATE_DIR", str(controller))
+        assert build_artifacts.default_gpus_json() == clean
+        assert clean["compute_apps"] == [] and all("memory_used_mib" not in g for g in clean["gpus"])
+        node = dict(clean, process_state_dir=str(controller))  # the node's own schedulers
+        rc, out, err = smi("--query-gpu=index,memory.used,pstate", "--format=csv,noheader,nounits", config=node,
+                           tmp_path=tmp_path)
+        assert rc == 0, err
+        rows = [line.split(", ") for line in out.splitlines()]
+        assert rows[5] == ["5", "83153", "P0"] and rows[0] == ["0", "0", "P8"]
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_smi_list_version_table(tmp_path):
     rc, out, _ = smi("-L", tmp_path=tmp_path)
     assert rc == 0
