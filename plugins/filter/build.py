@@ -145,12 +145,13 @@ def patch_fingerprint(series) -> list[list[str]]:
 def patch_failure(results, what="the checkout") -> str:
     """Message for the first patch of a looped ``git apply`` that failed ('' when all applied).
 
-    ``results`` is the registered loop's ``results`` list; each item's ``item`` is a ``patch_series`` entry.
+    ``results`` is the registered loop's ``results`` list; each result holds its ``patch_series`` entry under the
+    loop's variable (``ansible_loop_var``; ``item`` by default).
     """
     results = list(results or [])
     for res in results:
         if res.get("failed") or res.get("rc", 0) != 0:
-            item = res.get("item") or {}
+            item = res.get(res.get("ansible_loop_var") or "item") or {}  # the loop's loop_var names the key
             detail = (res.get("stderr") or res.get("msg") or "").strip()
             return (f"patch {item.get('name', '?')} ({item.get('index', '?')} of {len(results)}, "
                     f"{item.get('path', '?')}) does not apply to {what}: {detail or 'no output'}. "
