@@ -124,17 +124,18 @@ def run(params, check_mode, router=None, clock=None, sleep=None, worker=None):
     ``router`` (a sglang_router_api.Router) and ``worker`` (an HttpJson on the worker, for the drain) are made from
     the parameters unless given (tests)."""
     router = router or Router(params["router_url"], timeout=params["request_timeout"])
-    result = _rotation(params, check_mode, router, clock, sleep)
+    waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+    result = _rotation(params, check_mode, router, waits)
     if params["state"] == "absent" and (params.get("drain_timeout") or 0) > 0:
         worker = worker or HttpJson(params["worker_url"], timeout=params["request_timeout"])
-        waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
         result["drain"] = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
     return result
 
 
-def _rotation(params, check_mode, router, clock, sleep):
-    """Add or remove the worker and wait until the router's list agrees (the result without the drain)."""
-    waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+def _rotation(params, check_mode, router, waits):
+    """Add or remove the worker and wait until the router's list agrees (the result without the drain).
+
+    ``waits``: wait_until's ``clock`` and ``sleep`` where a test gives them."""
     url = normalise_url(params["worker_url"])
     timeout, interval = params["timeout"], params["poll_interval"]
     entries = router.find(url)
