@@ -22,7 +22,8 @@ tests/contract/install_real_sglang.sh
 step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
 tests/contract/install_real_router.sh
 step "unit and contract tests"
-python -m pytest -q tests/unit tests/contract
+# On both cores (pytest-xdist): each test owns its temporary paths and ports.
+python -m pytest -q -n 2 tests/unit tests/contract
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS
