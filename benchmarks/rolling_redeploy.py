@@ -2,30 +2,44 @@
 """Rolling redeploy of the fleet sandbox under load: failed requests, latency, time out of rotation.
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
-    python benchmarks/rolling_redeploy.py [--clients 4] [--case both|release|crash|router-down ...] [--check]
+    python benchmarks/rolling_redeploy.py [--clients 4] [--case router-down|refusals|release|crash|rollback ...]
+                                          [--rest-s 20] [--max-rest-s 15] [--check]
 
-Cases (each prints its figures; in the order router-down, release, crash whatever the order given):
+Cases (each prints its figures; run in the order router-down, refusals, release, crash, rollback whatever the order
+given; default: all of them; "both" = release + crash):
 
 router-down  the router is stopped: the play must fail before any node is touched (no restart, no release
          change on any node); the router is started again afterwards.
-release  every node onto a new SGLang release (tests/sandbox/patches/0001-release-r2-note.patch) while N clients
-         send chat completions (every 4th streamed) through the router; expected: the play succeeds, 0 failed requests.
+refusals a bad SGLang option on node 2 fails the play in the fleet preflight; node 2's server SIGSTOPped (the router
+         lists it unhealthy) makes the capacity guard refuse to take node 1 out; a lock another rollout holds refuses
+         the run. In each: no node leaves rotation, no release, model or service instance changes.
+release  every node onto a new SGLang release (tests/sandbox/patches/0001-release-r2-note.patch) under load;
+         expected: the play succeeds, 0 failed requests, each node out of rotation no longer than its drain plus
+         restart-to-ready plus --max-rest-s, no build or staging write while a node is out of rotation.
 crash    every node onto r2 and model revision sandbox-r2, but node 2's release also carries
          0002-crash-at-shard-40.patch (the server dies at shard 40 of 64 while loading): expected: node 1 on the new
-         release and model; node 2 rolled back to its release and model and back in rotation; the play fails naming
-         node 2 and the verdict; 0 failed requests.
+         release and model (within the same limits as release); node 2 rolled back to its previous generation
+         (release and model) and back in rotation; the play fails naming node 2 and the verdict; 0 failed requests.
+rollback playbooks/rollback.yml -e rollback_nodes=<node 1> under load: node 1's previous generation (after crash: the release and
+         model it had before crash) comes back; node 2 is not touched; 0 failed requests.
 
-The load generator runs here, against the router container's address on the podman network; it stops when the
-playbook ends. A poller reads the router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not
-listed healthy. ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). The cases run one
-after the other: on a fresh fleet "release" moves both nodes r1 -> r2; "crash" then restarts node 1 on r2 (nothing
-changed) and gives node 2 r2 + the crash patch, which must be rolled back to r2. "crash" alone on a fresh fleet
-moves node 1 r1 -> r2 and rolls node 2 back to r1 (scripts/test.sh runs router-down + crash).
+The load generator runs here, against the router container's address on the podman network: short chat completions
+(every 4th streamed) and long streaming thinking requests (every 8th: up to 1024 reasoning tokens at the fleet's
+50 tokens/s, ~20 s), for ``--rest-s`` before the playbook starts (latency at rest) and until it ends. A poller reads the
+router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not listed healthy. Per node it prints the
+time out of rotation, the drain (what the play's drain waited), restart-to-ready (the unit's "Stopping" to SGLang's
+ready line, from the node's journal) and what is left (deregistration, the switch, re-registration); p99 at rest,
+while the nodes prepare and while they switch; and whether a build or staging log was written inside a node's window
+out of rotation. ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). On a fresh fleet
+"release" moves both nodes r1 -> r2; "crash" alone moves node 1 to r2 + sandbox-r2 and rolls node 2 back to r1 and
+sandbox-r1; "rollback" then brings node 1 back to r1 and sandbox-r1 (scripts/test.sh runs router-down, refusals,
+crash, rollback).
 """
 
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,15 +55,19 @@ CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 
 
-def _deployment_port():
-    """deployment_port from its one place (roles/deployment/defaults/main.yml): the router's and each node's port."""
+def _yaml(*path):
     import yaml
 
-    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main.yml")) as fh:
-        return int(yaml.safe_load(fh)["deployment_port"])
+    with open(os.path.join(ROOT, *path)) as fh:
+        return yaml.safe_load(fh)
 
 
-PORT = _deployment_port()
+# Read from their one place: roles/deployment (the router's and each node's port, the rollout lock) and the fleet's
+# group vars (the SGLang options every fleet node has; a host overlay replaces the variable, so it must carry them).
+DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main.yml")
+PORT = int(DEPLOYMENT["deployment_port"])
+LOCK = DEPLOYMENT["deployment_rollout_lock"]
+FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")["sglang_service_extra_options"]
 ROUTER = "sglang-fleet-router"
 
 
@@ -59,25 +77,31 @@ class Load:
     def __init__(self, url, clients, max_s, model="Kimi-K2.5"):
         self.url, self.clients, self.max_s, self.model = url, clients, max_s, model
         self.results = []  # (start, latency_s, ok, error)
+        self.wall_of = {}  # monotonic start -> wall-clock start (to place a request in the rest/prepare/switch phase)
         self.lock = threading.Lock()
         self.stop_event = threading.Event()
         self.threads = []
 
     def _one(self, i, n):
-        stream = n % 4 == 3
-        body = {"model": self.model, "max_tokens": 16, "stream": stream,
+        long = n % 8 == 7  # a thinking request: 600 reasoning tokens streamed, then its answer
+        stream = long or n % 4 == 3
+        body = {"model": self.model, "max_tokens": 1024 if long else 16, "stream": stream,
                 "messages": [{"role": "user", "content": "client %d request %d" % (i, n)}]}
+        if not long:
+            body["chat_template_kwargs"] = {"thinking": False}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
         start = time.monotonic()
+        self.wall_of[start] = time.time()
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
+            with urllib.request.urlopen(req, timeout=300) as resp:
                 raw = resp.read().decode("utf-8", "replace")
                 if resp.status != 200:
                     return start, time.monotonic() - start, False, "HTTP %s" % resp.status
             if stream:
-                ok = raw.rstrip().endswith("data: [DONE]") and '"finish_reason": "stop"' in raw.replace(
-                    '"finish_reason":"stop"', '"finish_reason": "stop"')
+                flat = raw.replace('"finish_reason":"', '"finish_reason": "')
+                ok = raw.rstrip().endswith("data: [DONE]") and ('"finish_reason": "stop"' in flat
+                                                                or (long and '"finish_reason": "length"' in flat))
                 err = None if ok else "stream ended without finish_reason/[DONE]: %r" % raw[-200:]
             else:
                 data = json.loads(raw)
@@ -115,6 +139,8 @@ class Rotation:
     def __init__(self, url, interval=0.2):
         self.url, self.interval = url, interval
         self.out_since, self.out_total, self.out_count, self.errors = {}, {}, {}, 0
+        self.windows = []  # (url, wall-clock start, wall-clock end) of each time out of rotation
+        self.wall_since = {}
         self.known = set()
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -136,9 +162,11 @@ class Rotation:
                 for url in self.known:
                     if url not in healthy and url not in self.out_since:
                         self.out_since[url] = now
+                        self.wall_since[url] = time.time()
                         self.out_count[url] = self.out_count.get(url, 0) + 1
                     elif url in healthy and url in self.out_since:
                         self.out_total[url] = self.out_total.get(url, 0.0) + now - self.out_since.pop(url)
+                        self.windows.append((url, self.wall_since.pop(url), time.time()))
             self.stop_event.wait(self.interval)
 
     def start(self):
@@ -151,6 +179,7 @@ class Rotation:
         now = time.monotonic()
         for url, since in list(self.out_since.items()):
             self.out_total[url] = self.out_total.get(url, 0.0) + now - since
+            self.windows.append((url, self.wall_since.get(url, time.time()), time.time()))
         return {url: round(self.out_total.get(url, 0.0), 1) for url in sorted(self.known)}
 
 
@@ -197,7 +226,65 @@ def percentile(values, p):
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def run_case(name, vars_by_host, args, workdir):
+UNIT = "sglang-kimi.service"
+WRITES = ("/opt/sglang/releases/*/build.log", "/opt/sglang/build/*/build.log", "/srv/models/Kimi-K2.5/.*.progress")
+
+
+def journal_restarts(node, since_wall):
+    """[(stopping_at, ready_at or None)] from the node's journal since ``since_wall``: each "Stopping" of the unit and
+    SGLang's first ready line after it (wall-clock seconds)."""
+    out = podman("exec", node, "journalctl", "-u", UNIT, "-o", "json", "--no-pager", "--since",
+                 "@%d" % int(since_wall))
+    events = []
+    for line in out.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        msg = entry.get("MESSAGE")
+        if not isinstance(msg, str):
+            continue
+        t = int(entry["__REALTIME_TIMESTAMP"]) / 1e6
+        if msg.startswith("Stopping " + UNIT):
+            events.append([t, None])
+        elif "The server is fired up and ready to roll!" in msg and events and events[-1][1] is None:
+            events[-1][1] = t
+    return [tuple(e) for e in events]
+
+
+def write_times(node):
+    """Wall-clock mtimes of the node's build logs and staging progress files (what a prepare writes)."""
+    code = ("import glob, json, os; print(json.dumps({p: os.stat(p).st_mtime for pat in %r for p in glob.glob(pat)}))"
+            % (WRITES,))
+    return json.loads(podman("exec", node, "python3", "-c", code) or "{}")
+
+
+def node_of(url):
+    return next((n for n in NODES if ("//%s:" % n) in url), url)
+
+
+def windows_figures(windows, log, since_wall):
+    """Per node: each window out of rotation, the drain the play reported, restart-to-ready from the journal, the rest."""
+    drains = {}
+    for host, secs in re.findall(r"drained (\S+) in ([0-9.]+) s", log):
+        drains.setdefault(host, []).append(float(secs))
+    restarts = {n: journal_restarts(n, since_wall) for n in NODES}
+    out = []
+    for url, start, end in sorted(windows, key=lambda w: w[1]):
+        node = node_of(url)
+        inside = [(a, b) for a, b in restarts.get(node, []) if start <= a <= end]
+        stop, ready = inside[0] if inside else (None, None)
+        drain = drains.get(node, [None]).pop(0) if drains.get(node) else None
+        restart = (ready - stop) if stop and ready else None
+        total = end - start
+        rest = None if restart is None or drain is None else total - restart - drain
+        out.append({"node": node, "out_s": round(total, 1), "drain_s": drain,
+                    "restart_to_ready_s": None if restart is None else round(restart, 1),
+                    "rest_s": None if rest is None else round(rest, 1), "start": start, "end": end})
+    return out
+
+
+def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=()):
     inv = os.path.join(workdir, "%s-overlay.json" % name)
     overlay(inv, vars_by_host)
     url = args.router_url or router_url()
@@ -206,20 +293,36 @@ def run_case(name, vars_by_host, args, workdir):
     load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
     rotation.start()
     load.start()
-    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml"], os.path.join(workdir, name + ".log"))
+    time.sleep(args.rest_s)  # latency at rest, before the playbook touches anything
+    started = time.time()
+    rc, wall, out = ansible(["-i", inv, playbook, *extra], os.path.join(workdir, name + ".log"))
     time.sleep(2)  # requests right after the last node came back count too
     load.stop()
     out_of_rotation = rotation.stop()
     after = {n: current_release(n) for n in NODES}
     models_after = {n: current_model(n) for n in NODES}
-    lat = [r[1] for r in load.results if r[2]]
     failed = [r for r in load.results if not r[2]]
+    windows = windows_figures(rotation.windows, out, started)
+    first_out = min([w["start"] for w in windows] or [float("inf")])
+
+    def p99(select):
+        lat = [r[1] for r in load.results if r[2] and select(load.wall_of.get(r[0], 0))]
+        return round(percentile(lat, 99) * 1000, 1) if lat else None
+
+    writes = {n: write_times(n) for n in NODES}
+    inside = sorted("%s:%s" % (n, path) for n, files in writes.items() for path, t in files.items()
+                    for w in windows if w["start"] <= t <= w["end"])
+    lat = [r[1] for r in load.results if r[2]]
     figures = {
         "case": name, "playbook_rc": rc, "playbook_s": round(wall, 1), "clients": args.clients,
         "requests": len(load.results), "failed": len(failed),
+        "long_requests": sum(1 for r in load.results if r[1] > 5),
         "p50_ms": round(percentile(lat, 50) * 1000, 1), "p99_ms": round(percentile(lat, 99) * 1000, 1),
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
-        "out_of_rotation_s": out_of_rotation, "router_poll_errors": rotation.errors,
+        "p99_rest_ms": p99(lambda t: t < started), "p99_prepare_ms": p99(lambda t: started <= t < first_out),
+        "p99_switch_ms": p99(lambda t: t >= first_out),
+        "out_of_rotation_s": out_of_rotation, "windows": windows, "writes_inside_windows": inside,
+        "router_poll_errors": rotation.errors,
         "release_before": {n: os.path.basename(v) for n, v in before.items()},
         "release_after": {n: os.path.basename(v) for n, v in after.items()},
         "model_before": {n: os.path.basename(v) for n, v in models_before.items()},
@@ -262,13 +365,120 @@ def router_down_case(workdir):
             time.sleep(0.5)
     return problems
 
+def node_state():
+    """Per node: release, model revision and the unit's invocation (a restart changes it)."""
+    return {n: (current_release(n), current_model(n), invocation(n)) for n in NODES}
+
+
+def wait_router(predicate, what, timeout=120):
+    """Poll GET /workers (bounded) until ``predicate(healthy_urls)``; False when it never held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(router_url() + "/workers", timeout=5) as resp:
+                healthy = {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
+            if predicate(healthy):
+                return True
+        except OSError:
+            pass
+        time.sleep(1)
+    print("   (gave up waiting %d s for the router to list %s)" % (timeout, what))
+    return False
+
+
+def listed_healthy(node):
+    return lambda healthy: any(u.endswith("%s:%d" % (node, PORT)) for u in healthy)
+
+
+def refused(name, workdir, extra, expect, vars_by_host=None):
+    """Run the rollout expecting a refusal: rc != 0, a line with every text in ``expect``, no node out of rotation,
+    nothing changed on any node (release, model, unit invocation)."""
+    inv = os.path.join(workdir, "%s-overlay.json" % name)
+    overlay(inv, vars_by_host or {})
+    before = node_state()
+    rotation = Rotation(router_url())
+    rotation.start()
+    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml", *extra], os.path.join(workdir, name + ".log"))
+    rotation.stop()
+    after = node_state()
+    flat = " ".join(out.split())  # a long message may be folded over lines by the output format
+    at = flat.find(expect[0])
+    message = flat[max(at - 200, 0):at + 300] if at >= 0 and all(e in flat for e in expect) else ""
+    print("== refusals/%s: playbook rc=%s in %.0f s" % (name, rc, wall))
+    print("   play's message: %s" % (message[:400] or "(none with %s)" % (expect,)))
+    print("   nodes out of rotation: %d; nodes untouched (release, model, service instance): %s"
+          % (len(rotation.windows), before == after))
+    problems = []
+    if rc == 0 or not message:
+        problems.append("refusals/%s: the play was not refused with %s (rc %s), see %s"
+                        % (name, expect, rc, os.path.join(workdir, name + ".log")))
+    if rotation.windows:
+        problems.append("refusals/%s: a node left rotation: %s" % (name, rotation.windows))
+    if before != after:
+        problems.append("refusals/%s: a node changed: %s -> %s" % (name, before, after))
+    return problems
+
+
+def refusals_case(workdir):
+    """A bad option, an unhealthy node, a held lock: each refused before any node leaves rotation."""
+    problems = refused("bad-option", workdir, [], ["no host was contacted", "--no-such-option is not an option"],
+                       {NODES[1]: {"sglang_service_extra_options": dict(FLEET_OPTIONS, **{"no-such-option": 1})}})
+    # Node 2's server stops answering (SIGSTOP, as a hung host would): the router marks it unhealthy and the capacity
+    # guard must refuse to take node 1 out (forced: nothing else would make the play switch node 1).
+    podman("exec", NODES[1], "systemctl", "kill", "--signal=SIGSTOP", UNIT)
+    try:
+        if not wait_router(lambda healthy: not listed_healthy(NODES[1])(healthy), "%s unhealthy" % NODES[1]):
+            problems.append("refusals/guard: the router never listed the stopped %s unhealthy" % NODES[1])
+        else:
+            problems += refused("guard", workdir, ["-e", "rolling_redeploy_force=true"],
+                                ["refusing to take", "capacity guard"])
+    finally:
+        podman("exec", NODES[1], "systemctl", "kill", "--signal=SIGCONT", UNIT)
+    if not wait_router(listed_healthy(NODES[1]), "%s healthy again" % NODES[1]):
+        problems.append("refusals/guard: %s is not healthy again after SIGCONT" % NODES[1])
+    # Another rollout holds the lock (taken with the play's own module): this run is refused, the lock stays its.
+    lock = ["ansible", "-i", os.path.join(ROOT, "inventory", "sandbox-fleet"), ROUTER, "-m", "rollout_lock", "-a"]
+    other = "path=%s owner='benchmark: another rollout'" % LOCK
+    subprocess.run(lock + [other], cwd=ROOT, check=True, capture_output=True)
+    try:
+        problems += refused("lock", workdir, ["-e", "rolling_redeploy_force=true"],
+                            ["another rollout holds the lock", "benchmark: another rollout"])
+    finally:
+        subprocess.run(lock + [other + " state=absent"], cwd=ROOT, check=True, capture_output=True)
+    return problems
+
+
+def rollback_case(args, workdir, expected=None):
+    """playbooks/rollback.yml on node 1 (rollback_nodes) under load: its previous generation's release and model come back
+    (``expected``: (release, model) names they must be, when the case before says)."""
+    f, out = run_case("rollback", {}, args, workdir, playbook="playbooks/rollback.yml",
+                      extra=["-e", "rollback_nodes=%s" % NODES[0]])
+    print_figures(f)
+    problems = window_problems("rollback", f, args.max_rest_s)
+    if f["playbook_rc"] != 0:
+        problems.append("rollback: playbooks/rollback.yml failed (rc %s), see %s" % (f["playbook_rc"], f["log"]))
+    n = NODES[0]
+    if expected and (f["release_after"][n], f["model_after"][n]) != tuple(expected):
+        problems.append("rollback: %s is on %s, model %s; its previous generation was %s, model %s" % (
+            n, f["release_after"][n], f["model_after"][n], expected[0], expected[1]))
+    elif not expected and (f["release_after"][n] == f["release_before"][n] or f["model_after"][n] == f["model_before"][n]):
+        problems.append("rollback: %s did not get both its previous release and model back: %s -> %s, %s -> %s" % (
+            n, f["release_before"][n], f["release_after"][n], f["model_before"][n], f["model_after"][n]))
+    if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
+        problems.append("rollback: %s (not in rollback_nodes) changed" % NODES[1])
+    return f, problems
+
 
 def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
-    print("   requests %d, failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
-          % (f["requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
-    for url, secs in f["out_of_rotation_s"].items():
-        print("   out of rotation: %-36s %6.1f s" % (url, secs))
+    print("   requests %d (%d long streaming), failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
+          % (f["requests"], f["long_requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
+    print("   p99 at rest %s ms, while preparing %s ms, while switching %s ms"
+          % (f["p99_rest_ms"], f["p99_prepare_ms"], f["p99_switch_ms"]))
+    for w in f["windows"]:
+        print("   %-20s out of rotation %6.1f s = drain %s s + restart-to-ready %s s + the rest %s s"
+              % (w["node"], w["out_s"], w["drain_s"], w["restart_to_ready_s"], w["rest_s"]))
+    print("   build or staging writes inside a window out of rotation: %s" % (f["writes_inside_windows"] or "none"))
     for n in NODES:
         print("   %s: release %s -> %s, model %s -> %s" % (n, f["release_before"][n], f["release_after"][n],
                                                        f["model_before"][n], f["model_after"][n]))
@@ -277,18 +487,44 @@ def print_figures(f):
     print("   playbook log: %s" % f["log"])
 
 
+def window_problems(name, f, max_rest_s, nodes=None):
+    """The acceptance of a case that switched nodes: out of rotation - drain - restart-to-ready <= ``max_rest_s`` for
+    each window of ``nodes`` (default all), no build/staging write inside a window, 0 failed, long requests present."""
+    problems = []
+    for w in f["windows"]:
+        if nodes is not None and w["node"] not in nodes:
+            continue
+        if w["rest_s"] is None:
+            problems.append("%s: %s's window out of rotation has no drain or restart figure: %s" % (name, w["node"], w))
+        elif w["rest_s"] > max_rest_s:
+            problems.append("%s: %s was out of rotation %.1f s beyond its drain and restart-to-ready (limit %.0f s)"
+                            % (name, w["node"], w["rest_s"], max_rest_s))
+    if f["writes_inside_windows"]:
+        problems.append("%s: build or staging writes while a node was out of rotation: %s"
+                        % (name, f["writes_inside_windows"]))
+    if f["failed"]:
+        problems.append("%s: %d failed requests" % (name, f["failed"]))
+    if not f["long_requests"]:
+        problems.append("%s: the load had no long streaming request" % name)
+    return problems
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
-    ap.add_argument("--case", choices=["both", "release", "crash", "router-down"], default=None,
-                    help="both = release then crash; --case may be given more than once", action="append")
+    ap.add_argument("--case", choices=["both", "router-down", "refusals", "release", "crash", "rollback"],
+                    default=None, action="append",
+                    help="both = release then crash; --case may be given more than once (default: all)")
+    ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
+    ap.add_argument("--max-rest-s", type=float, default=15,
+                    help="limit on out of rotation - drain - restart-to-ready per node (s)")
     ap.add_argument("--max-s", type=float, default=1200, help="upper bound on the load's length per case (s)")
     ap.add_argument("--router-url", default="", help="default: the router container's address")
     ap.add_argument("--workdir", default=os.path.join(ROOT, ".cache", "rolling"),
                     help="playbook logs, inventory overlays and figures.json (default .cache/rolling, overwritten)")
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
-    cases = set(args.case or ["both"])
+    cases = set(args.case or ["router-down", "refusals", "release", "crash", "rollback"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -298,23 +534,28 @@ def main(argv=None):
     if "router-down" in cases:
         problems += router_down_case(workdir)
 
+    if "refusals" in cases:
+        problems += refusals_case(workdir)
+
     if "release" in cases:
         f, out = run_case("release", {n: {"sglang_build_patches": [R2]} for n in NODES}, args, workdir)
         results.append(f)
         print_figures(f)
+        problems += window_problems("release", f, args.max_rest_s)
         if f["playbook_rc"] != 0:
             problems.append("release: the rolling redeploy failed (rc %s), see %s" % (f["playbook_rc"], f["log"]))
-        if f["failed"]:
-            problems.append("release: %d failed requests" % f["failed"])
         if any(f["release_after"][n] == f["release_before"][n] for n in NODES):
             problems.append("release: not every node is on a new release: %s" % f["release_after"])
 
+    crash = None
     if "crash" in cases:
         model = {"model_stage_revision": "sandbox-r2"}
         f, out = run_case("crash", {NODES[0]: {"sglang_build_patches": [R2], **model},
                                     NODES[1]: {"sglang_build_patches": [R2, CRASH], **model}}, args, workdir)
         results.append(f)
         print_figures(f)
+        crash = f
+        problems += window_problems("crash", f, args.max_rest_s, nodes=[NODES[0]])
         stopped = "Rolling redeploy stopped at %s" % NODES[1]
         message = next((line.strip() for line in out.splitlines() if stopped in line), "")
         print("   play's message: %s" % (message[:400] or "(none)"))
@@ -342,8 +583,12 @@ def main(argv=None):
             problems.append("crash: the router does not answer after the rollout (%s)" % exc)
         if not any(u.endswith("%s:%d" % (NODES[1], PORT)) for u in healthy):
             problems.append("crash: %s is not back in rotation (router lists %s)" % (NODES[1], sorted(healthy)))
-        if f["failed"]:
-            problems.append("crash: %d failed requests" % f["failed"])
+
+    if "rollback" in cases:
+        expected = (crash["release_before"][NODES[0]], crash["model_before"][NODES[0]]) if crash else None
+        f, more = rollback_case(args, workdir, expected)
+        results.append(f)
+        problems += more
 
     with open(os.path.join(workdir, "figures.json"), "w") as fh:
         json.dump(results, fh, indent=1)

@@ -2,6 +2,7 @@
 # The main job on the embedded sandbox: build the stand-ins and the node image, create the sandbox GPU
 # node(s), run deploy.yml against them, and print each node's health report.
 # Usage: scripts/sandbox-deploy.sh [extra ansible-playbook args, e.g. --check or -v]
+#        scripts/sandbox-deploy.sh --destroy      (removes the node(s) and their network; nothing else)
 # Another sandbox inventory (scripts/sandbox-fleet.sh uses this): SANDBOX_INVENTORY=inventory/sandbox-fleet
 # SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for playbooks/sandbox.yml).
 set -euo pipefail
@@ -13,6 +14,9 @@ source scripts/env.sh
 inventory="${SANDBOX_INVENTORY:-inventory/sandbox}"
 sandbox_args=(-i "$inventory")
 if [ -n "${SANDBOX_VARS:-}" ]; then sandbox_args+=(-e "@$SANDBOX_VARS"); fi
+if [ "${1:-}" = "--destroy" ]; then
+  exec ansible-playbook "${sandbox_args[@]}" playbooks/sandbox.yml -e sandbox_action=destroy
+fi
 start=$(date +%s)
 echo "== stand-ins (tests/sandbox/build_artifacts.py)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts

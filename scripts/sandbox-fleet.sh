@@ -8,10 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SANDBOX_INVENTORY=inventory/sandbox-fleet SANDBOX_VARS=tests/sandbox/fleet.yml
 
-if [ "${1:-}" = "--destroy" ]; then
-  scripts/bootstrap.sh
-  # shellcheck source=scripts/env.sh
-  source scripts/env.sh
-  exec ansible-playbook -i "$SANDBOX_INVENTORY" playbooks/sandbox.yml -e "@$SANDBOX_VARS" -e sandbox_action=destroy
-fi
-exec scripts/sandbox-deploy.sh "$@"
+exec scripts/sandbox-deploy.sh "$@"    # --destroy included

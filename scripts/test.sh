@@ -12,7 +12,9 @@ scripts/bootstrap.sh
 source scripts/env.sh
 # Each step's header carries the time since the start, so a slow step shows in the log.
 SECONDS=0
-step() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# Minutes and seconds since $1 (a $SECONDS reading).
+took() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60)); }
+step() { printf '== [%s] %s\n' "$(took 0)" "$*"; }
 
 step "ansible-lint (profile production)"
 ansible-lint
@@ -21,27 +23,85 @@ tests/contract/install_real_sglang.sh
 step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
 tests/contract/install_real_router.sh
 step "unit and contract tests"
-python -m pytest -q tests/unit tests/contract
+# On both cores (pytest-xdist): each test owns its temporary paths and ports.
+python -m pytest -q -n 2 tests/unit tests/contract
+# One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
+scenario() {
+  local name=$1 t0=$SECONDS
+  if molecule test -s "$name" > ".cache/molecule-$name.log" 2>&1; then
+    echo "   molecule $name passed in $(took "$t0")"
+  else
+    echo "   molecule $name FAILED after $(took "$t0"); the end of .cache/molecule-$name.log:"
+    tail -n 150 ".cache/molecule-$name.log"
+    return 1
+  fi
+}
+# A fresh fleet (2 GPU nodes + the real router) for the rolling redeploy, its deploy log in .cache/fleet-deploy.log.
+fleet() {
+  local t0=$SECONDS
+  scripts/sandbox-fleet.sh --destroy >/dev/null
+  if scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1; then
+    echo "   fleet sandbox deployed in $(took "$t0")"
+  else
+    echo "   fleet sandbox deploy FAILED; the end of .cache/fleet-deploy.log:"
+    tail -n 80 .cache/fleet-deploy.log
+    return 1
+  fi
+}
+lane() { local job; for job in "$@"; do if [ "$job" = fleet ]; then fleet || return 1; else scenario "$job" || return 1; fi; done; }
+
+rolling=""
+if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then rolling=fleet; fi
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  for scenario in ${MOLECULE_SCENARIOS:-default preflight releases faults staging monitoring}; do
-    step "molecule test -s $scenario"
-    mkdir -p .cache
-    molecule test -s "$scenario" 2>&1 | tee ".cache/molecule-$scenario.log"
-  done
+  mkdir -p .cache
+  # The stand-ins and the node image once, before any scenario: each scenario's dependency step is then a no-op.
+  step "stand-ins and node image"
+  python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
+  tests/sandbox/image/build-image.sh >/dev/null
+  if [ -n "${MOLECULE_SCENARIOS:-}" ]; then
+    step "molecule scenarios one after another: $MOLECULE_SCENARIOS${rolling:+, then the fleet sandbox}"
+    # shellcheck disable=SC2086  # a list of scenario names
+    lane $MOLECULE_SCENARIOS $rolling
+  else
+    # Two lanes at once: each scenario has its own container and network, and the faults scenario mostly waits on
+    # its simulator (user+sys 6 of its 22 minutes alone), so on 2 cores the pair takes about as long as the longer lane.
+    lane_a="faults staging preflight monitoring"
+    lane_b="default releases $rolling"
+    step "molecule in two lanes: [$lane_a] beside [$lane_b]"
+    # shellcheck disable=SC2086
+    lane $lane_a & pid_a=$!
+    # shellcheck disable=SC2086
+    lane $lane_b & pid_b=$!
+    status=0
+    wait "$pid_a" || status=1
+    wait "$pid_b" || status=1
+    [ "$status" = 0 ] || { echo "FAIL: a molecule lane failed (see above)" >&2; exit 1; }
+  fi
   # The stand-in HF token set by molecule/default/converge.yml must never reach Ansible's output.
-  if grep -q hf_moleculeSECRETtoken0123456789 .cache/molecule-default.log 2>/dev/null; then
-    echo "FAIL: the HF token appears in Ansible's output (.cache/molecule-default.log)" >&2
+  if grep -q hf_moleculeSECRETtoken0123456789 .cache/molecule-*.log .cache/fleet-deploy.log 2>/dev/null; then
+    echo "FAIL: the HF token appears in Ansible's output (.cache/molecule-*.log)" >&2
+    exit 1
+  fi
+  # Warnings a user would read as a fault on a clean deploy (a find on a path that is not there yet, a role's loop
+  # variable clashing with its caller's) are defects; the others are listed for a reader of the log.
+  # (Matched without the [WARNING] prefix: molecule's output wraps a long warning over lines.)
+  if grep -hE "due to this access issue|The loop variable '[a-z_]+' is already" .cache/molecule-*.log \
+      .cache/fleet-deploy.log 2>/dev/null; then
+    echo "FAIL: Ansible warned about the product's own tasks (above; .cache/molecule-*.log)" >&2
     exit 1
   fi
 fi
-if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then
-  # A fresh fleet (2 GPU nodes + the real router), then the rollout whose node 2 gets a release that crashes while
-  # loading: node 1 moves to the new release under load, node 2 is rolled back, 0 failed requests.
-  # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  step "rolling redeploy under load (fleet sandbox: router down, then node 2 crashes on its new release)"
-  scripts/sandbox-fleet.sh --destroy >/dev/null
-  scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1 || { tail -50 .cache/fleet-deploy.log; exit 1; }
-  python benchmarks/rolling_redeploy.py --case router-down --case crash --check
+if [ -n "$rolling" ]; then
+  # The rollout refused with the router down, a bad option, an unhealthy node and a held lock (no node leaves
+  # rotation); then the rollout whose node 2 gets a release that crashes while loading (node 1 switches under load,
+  # node 2 is rolled back) and rollback.yml on node 1; 0 failed requests. (benchmarks/rolling_redeploy.py without
+  # --case also runs the all-nodes rollout; see README.)
+  step "rolling redeploy under load (fleet sandbox: refusals, node 2 crashes on its new release, rollback)"
+  # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
+  # benchmark prints it against the issue's 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
+  # build or a staging inside the window (minutes), still fails it.
+  python benchmarks/rolling_redeploy.py --case router-down --case refusals --case crash --case rollback --check \
+    --max-rest-s 20
   scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
 step "all tests passed"

@@ -145,12 +145,13 @@ def patch_fingerprint(series) -> list[list[str]]:
 def patch_failure(results, what="the checkout") -> str:
     """Message for the first patch of a looped ``git apply`` that failed ('' when all applied).
 
-    ``results`` is the registered loop's ``results`` list; each item's ``item`` is a ``patch_series`` entry.
+    ``results`` is the registered loop's ``results`` list; each result holds its ``patch_series`` entry under the
+    loop's variable (``ansible_loop_var``; ``item`` by default).
     """
     results = list(results or [])
     for res in results:
         if res.get("failed") or res.get("rc", 0) != 0:
-            item = res.get("item") or {}
+            item = res.get(res.get("ansible_loop_var") or "item") or {}  # the loop's loop_var names the key
             detail = (res.get("stderr") or res.get("msg") or "").strip()
             return (f"patch {item.get('name', '?')} ({item.get('index', '?')} of {len(results)}, "
                     f"{item.get('path', '?')}) does not apply to {what}: {detail or 'no output'}. "
@@ -244,6 +245,19 @@ def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -
     return [name for _m, name in sorted(doomed)]
 
 
+def priority_prefix(nice) -> str:
+    """Shell prefix that runs a command at lower CPU and I/O priority: ``"nice -n N ionice -c 3 "`` for ``nice`` 1-19
+    (util-linux's ionice, idle class: the disk only when nothing else uses it), ``""`` for 0. A rolling redeploy builds
+    on a node that serves: the build yields to the server."""
+    try:
+        value = int(nice or 0)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"nice must be a number 0-19, got {nice!r}") from exc
+    if not 0 <= value <= 19:
+        raise AnsibleFilterError(f"nice must be 0-19, got {value}")
+    return f"nice -n {value} ionice -c 3 " if value else ""
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -257,4 +271,5 @@ class FilterModule:
             "patch_failure": patch_failure,
             "build_constraints": build_constraints,
             "prune_selection": prune_selection,
+            "priority_prefix": priority_prefix,
         }

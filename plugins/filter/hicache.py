@@ -107,20 +107,23 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
         bucket.setdefault(disks[releases_dir]["device"], []).append(
             (release, "%s release in %s (~%s, preflight_release_size_gb)" % (
                 "a rebuilt" if release_exists else "the first", releases_dir, _gb(release))))
-    by_device = dict((d["device"], d) for d in disks.values())
     errors, warnings = [], []
     for device in sorted(set(certain) | set(maybe)):
-        disk = by_device[device]
+        on = [disks[p] for p in (model_store, releases_dir) if disks[p]["device"] == device]
+        disk = on[0]
+        # Both paths on one filesystem: name both, so the user sees why the needs add up.
+        where = "%s has" % disk["path"] if len(on) == 1 else "%s and %s (one filesystem) have" % (
+            on[0]["path"], on[1]["path"])
         sure = sum(n for n, _ in certain.get(device, []))
         what = [w for _, w in certain.get(device, [])]
         if sure > disk["free_bytes"]:
-            errors.append("%s has %s free (filesystem of %s); this run writes %s there: %s. Free space (old "
+            errors.append("%s %s free (filesystem of %s); this run writes %s there: %s. Free space (old "
                           "revisions under the store, old releases) or grow the filesystem" % (
-                              disk["path"], _gb(disk["free_bytes"]), disk["checked_path"], _gb(sure),
+                              where, _gb(disk["free_bytes"]), disk["checked_path"], _gb(sure),
                               " + ".join(what)))
         elif sure + sum(n for n, _ in maybe.get(device, [])) > disk["free_bytes"]:
-            warnings.append("%s has %s free (filesystem of %s): enough for %s, not also for %s if the build "
-                            "inputs changed" % (disk["path"], _gb(disk["free_bytes"]), disk["checked_path"],
+            warnings.append("%s %s free (filesystem of %s): enough for %s, not also for %s if the build "
+                            "inputs changed" % (where, _gb(disk["free_bytes"]), disk["checked_path"],
                                                 " + ".join(what) or "this run's certain writes",
                                                 " + ".join(w for _, w in maybe.get(device, []))))
     return {"errors": errors, "warnings": warnings}

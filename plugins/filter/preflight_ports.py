@@ -71,6 +71,15 @@ def preflight_wanted_ports(endpoint, options=None, router=None):
     return wanted
 
 
+def _unseen(sock):
+    """The holder of a socket whose PID preflight could not read: its user, and what would let it see the PID."""
+    owner = ""
+    if sock.get("uid") is not None:
+        owner = " of user %s (uid %d)" % (sock.get("user") or "?", int(sock["uid"]))
+    return ("a process%s whose PID preflight cannot read (naming it needs root with CAP_SYS_PTRACE, as on a host; "
+            "containers drop that capability)" % owner)
+
+
 def preflight_port_problems(facts, wanted):
     """Every listener on a wanted port that is not the unit that will bind it (see the module docstring)."""
     if not isinstance(facts, dict) or "listeners" not in facts:
@@ -84,7 +93,7 @@ def preflight_port_problems(facts, wanted):
             if sock.get("unit") and sock["unit"] == want.get("unit"):
                 continue  # the deployed unit itself: its replacement binds once it stops
             holder = ("PID %d (%s)" % (sock["pid"], sock.get("process") or "?")) if sock.get("pid") \
-                else "a process preflight cannot see (run as root to name it)"
+                else _unseen(sock)
             errors.append("port %d, which %s will bind on %s, is taken: %s listens on %s:%d%s; %s. Stop it or "
                           "choose another port" % (
                               want["port"], want["what"], bind, holder, sock["address"], sock["port"],

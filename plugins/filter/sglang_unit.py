@@ -117,17 +117,25 @@ def sglang_multinode_options(nodes, this_host, dist_init_host="", port=50000, tp
 def sglang_unit_recovery(status):
     """Whether a deploy must start the unit again because it failed, from ``systemd_service``'s ``status``
     (ActiveState, Result, NRestarts): dict ``restarted`` (bool), ``active_state``, ``result``, ``n_restarts``,
-    ``why`` (None when the unit had not failed). ``Result=start-limit-hit``: systemd stopped restarting it after
-    StartLimitBurst failures within StartLimitIntervalSec, and ``systemctl start`` alone is refused until
-    ``systemctl reset-failed``."""
+    ``why`` (None when the unit had not failed).
+
+    A failed unit with automatic restarts behind it is one systemd gave up on (StartLimitBurst starts within
+    StartLimitIntervalSec): measured on systemd 252 (Debian 12), its Result stays the last failure's (``signal``,
+    ``exit-code``) with NRestarts counting the restarts; ``Result=start-limit-hit`` appears only once a start request
+    itself was refused. Either way ``systemctl start`` alone is refused until ``systemctl reset-failed``."""
     status = status or {}
     state, result, restarts = status.get("ActiveState"), status.get("Result"), status.get("NRestarts")
     failed = state == "failed"
+    try:
+        restarted_before = int(restarts) > 0
+    except (TypeError, ValueError):
+        restarted_before = False
+    gave_up = result == "start-limit-hit" or restarted_before
     why = None
     if failed:
         why = "the unit had failed (Result=%s, %s automatic restart(s)%s); this run started it again" % (
             result or "?", restarts if restarts not in (None, "") else "?",
-            ", then systemd stopped restarting it: start limit hit" if result == "start-limit-hit" else "")
+            ", then systemd stopped restarting it: start limit hit" if gave_up else "")
     return {"restarted": failed, "active_state": state, "result": result, "n_restarts": restarts, "why": why}
 
 

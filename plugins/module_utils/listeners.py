@@ -4,14 +4,18 @@
 """Which process listens on which TCP port, from /proc (stdlib only; what ``ss -ltnp`` shows).
 
 ``/proc/net/tcp`` and ``/proc/net/tcp6`` list every socket of the network namespace: ``local_address`` is
-``HEXADDR:HEXPORT`` (the address in host byte order, 4-byte words for IPv6), ``st`` ``0A`` is LISTEN, and ``inode``
-names the socket. A process holds it when one of its ``/proc/<pid>/fd/*`` links reads ``socket:[<inode>]`` (root
-sees every process's; others only their own). Field layout: Linux Documentation/networking/proc_net_tcp.rst.
+``HEXADDR:HEXPORT`` (the address in host byte order, 4-byte words for IPv6), ``st`` ``0A`` is LISTEN, ``uid`` is the
+socket owner's user id and ``inode`` names the socket. A process holds it when one of its ``/proc/<pid>/fd/*`` links
+reads ``socket:[<inode>]``. Reading another user's fd links needs CAP_SYS_PTRACE (the kernel's ptrace access check
+in proc_fd_link): root on a host has it, root in a container usually not (podman drops it), a plain user never. The
+uid is readable by anyone, so an unseen holder is still named by its user. Field layout: Linux
+Documentation/networking/proc_net_tcp.rst.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import os
+import pwd
 import socket
 import struct
 
@@ -33,7 +37,7 @@ def _address(hexaddr):
 
 
 def parse_proc_net_tcp(text):
-    """Listening sockets of one /proc/net/tcp{,6} table: list of dicts ``address``, ``port``, ``inode``."""
+    """Listening sockets of one /proc/net/tcp{,6} table: list of dicts ``address``, ``port``, ``uid``, ``inode``."""
     out = []
     for line in (text or "").splitlines()[1:]:
         fields = line.split()
@@ -41,7 +45,8 @@ def parse_proc_net_tcp(text):
             continue
         host, _, port = fields[1].partition(":")
         try:
-            out.append({"address": _address(host), "port": int(port, 16), "inode": int(fields[9])})
+            out.append({"address": _address(host), "port": int(port, 16), "uid": int(fields[7]),
+                        "inode": int(fields[9])})
         except (ValueError, struct.error, OSError):
             continue
     return out
@@ -94,9 +99,18 @@ def process_text(pid, proc="/proc"):
         return None
 
 
+def user_name(uid):
+    """The login name of ``uid``, or None when the passwd database has none."""
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def listeners(ports, proc="/proc"):
     """Listening TCP sockets on ``ports``: list of dicts ``address``, ``port``, ``pid`` (None when the holder cannot be
-    seen), ``process``; sorted by port then address."""
+    seen), ``process``, ``uid`` and ``user`` (the socket's owner, known even when the PID is not); sorted by port then
+    address."""
     wanted = set(int(p) for p in ports or [])
     found = []
     for table in ("tcp", "tcp6"):
@@ -110,7 +124,8 @@ def listeners(ports, proc="/proc"):
     for sock in found:
         pid = owners.get(sock["inode"])
         out.append({"address": sock["address"], "port": sock["port"], "pid": pid,
-                    "process": process_text(pid, proc) if pid else None})
+                    "process": process_text(pid, proc) if pid else None,
+                    "uid": sock["uid"], "user": user_name(sock["uid"])})
     return sorted(out, key=lambda s: (s["port"], s["address"]))
 
 

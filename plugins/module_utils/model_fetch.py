@@ -233,6 +233,23 @@ def hash_prefix(path, length=None, chunk=CHUNK_BYTES):
 
 # ---------------------------------------------------------------- http
 
+def tree_bytes(path):
+    """Bytes of the regular files under ``path`` (0 when it does not exist); symlinks are neither followed nor
+    counted. What a staging directory holds so far: model_stage's progress and copy figures and host_capacity's
+    ``partial_bytes`` (preflight's disk check) are the same count."""
+    total = 0
+    for dirpath, _dirnames, filenames in os.walk(path):
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if not os.path.islink(full):
+                total += st.st_size
+    return total
+
+
 def redact_url(url):
     """``url`` without user:password."""
     parts = urlsplit(url)

@@ -118,6 +118,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.model_fetch import tree_bytes
 from ansible.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
 
 # cgroup v1 reports "unlimited" as a page-aligned LONG_MAX.
@@ -246,20 +247,6 @@ def nearest_existing(path):
     while not os.path.exists(here) and here != os.path.dirname(here):
         here = os.path.dirname(here)
     return here
-
-
-def tree_bytes(path):
-    """Bytes of the regular files under ``path`` (0 when it does not exist); symlinks are not followed."""
-    total = 0
-    for dirpath, _dirnames, filenames in os.walk(path):
-        for name in filenames:
-            try:
-                st = os.lstat(os.path.join(dirpath, name))
-            except OSError:
-                continue
-            if not os.path.islink(os.path.join(dirpath, name)):
-                total += st.st_size
-    return total
 
 
 def staging_state(revision_dir):

@@ -127,6 +127,19 @@ options:
     description: Root of the model store.
     type: path
     default: /srv/models
+  activate:
+    description:
+      - C(true) points C(current) at the revision once it is staged and verified.
+      - C(false) stages and verifies it and leaves C(current) where it is, so a server that restarts on its own keeps
+        loading what it served; the rolling redeploy flips C(current) when it switches the node (RV(activated)).
+    type: bool
+    default: true
+  nice:
+    description:
+      - Niceness added to the staging process (0-19); above 0 it also gets the idle I/O class, so staging on a
+        serving node yields the CPU and the disk to the server (the rolling redeploy's prepare step sets it).
+    type: int
+    default: 0
   link_mode:
     description:
       - C(copy) copies every file. C(hardlink) links them (O(source=path) only; source and store must be on one
@@ -186,6 +199,11 @@ current:
   returned: always
   type: str
   sample: /srv/models/Kimi-K2.5/current
+activated:
+  description: Whether C(current) points at the revision now (false with O(activate=false) until the switch).
+  returned: always
+  type: bool
+  sample: true
 shards:
   description: Number of shards named in the index.
   returned: always
@@ -252,9 +270,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
-                                              parse_manifest, redact_url, sync_files)
+                                              parse_manifest, redact_url, sync_files, tree_bytes)
 from ansible.module_utils.model_files import CONFIG_FILES, dir_reader, missing_files, symlinks
 from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
+from ansible.module_utils.priority import lower_priority
 from ansible.module_utils.safetensors_header import ShardError, verify_shard
 
 BUFFER_BYTES = 8 * 1024 * 1024
@@ -701,17 +720,6 @@ class HfSource(object):
         return report
 
 
-def tree_bytes(root):
-    total = 0
-    for dirpath, _dirs, names in os.walk(root):
-        for entry in names:
-            try:
-                total += os.lstat(os.path.join(dirpath, entry)).st_size
-            except OSError:
-                pass
-    return total
-
-
 # ---------------------------------------------------------------- store
 
 def manifest_matches(final_dir, manifest):
@@ -858,8 +866,8 @@ def stage(module, source=None):
     partial = final + ".partial"
     current = os.path.join(model_dir, "current")
     progress_file = p.get("progress_file") or os.path.join(model_dir, ".%s.progress" % revision)
-    result = dict(changed=False, path=final, current=current, shards=0, total_bytes=0, copied_bytes=0,
-                  verified=False, actions=[], progress=[], progress_file=progress_file)
+    result = dict(changed=False, path=final, current=current, activated=False, shards=0, total_bytes=0,
+                  copied_bytes=0, verified=False, actions=[], progress=[], progress_file=progress_file)
     if source is None:
         source = make_source(p)
 
@@ -874,7 +882,7 @@ def stage(module, source=None):
         changed = manifest_matches(final, manifest)
         if changed:
             repair(module, source, final, model_dir, manifest, changed, result, progress_file)
-        if not current_points_to(current, revision):
+        if not current_points_to(current, revision) and p.get("activate", True):
             problems = missing_files(*dir_reader(final, set(manifest["files"])), where=final)
             if problems:
                 raise StageError(["%s is staged but incomplete, so current still points at the previous revision"
@@ -883,6 +891,7 @@ def stage(module, source=None):
             result["changed"] = True
             if not module.check_mode:
                 flip_current(current, revision)
+        result["activated"] = current_points_to(current, revision)
         return result
 
     if source.kind == "hf":
@@ -1020,7 +1029,9 @@ def finish(module, partial, final, current, model_dir, index, files, journal, su
     fsync_dir(partial)
     os.rename(partial, final)
     fsync_dir(model_dir)
-    flip_current(current, os.path.basename(final))
+    if module.params.get("activate", True):
+        flip_current(current, os.path.basename(final))
+    result["activated"] = current_points_to(current, os.path.basename(final))
     result["verified"] = True
 
 
@@ -1176,11 +1187,15 @@ def main():
             allow_patterns=dict(type="list", elements="str", default=[]),
             store=dict(type="path", default="/srv/models"),
             link_mode=dict(type="str", default="copy", choices=["copy", "hardlink"]),
+            activate=dict(type="bool", default=True),
+            nice=dict(type="int", default=0),
         ),
         required_if=[("source", "path", ("source_path",)), ("source", "http", ("url",)),
                      ("source", "hf", ("hf_repo_id", "hf_helper"))],
         supports_check_mode=True,
     )
+    if not module.check_mode:
+        lower_priority(module.params["nice"])
     try:
         result = stage(module)
     except StageError as exc:

@@ -16,7 +16,8 @@ description:
     as C(ss -ltnp) does, for the ports in O(ports) only.
   - A listener whose process is a member of one of O(own_units)' cgroups (the SGLang unit or the router being
     replaced) is marked with that unit; any other listener keeps the new server from binding its port.
-  - Never changes anything on the host. Needs root to see other users' processes (without it their PIDs are null).
+  - Never changes anything on the host. Naming another user's process needs root with CAP_SYS_PTRACE (without it the
+    PID is null; the socket's C(uid) and C(user) are always returned).
 options:
   ports:
     description: TCP ports to look at.
@@ -52,7 +53,7 @@ listeners:
   type: list
   elements: dict
   sample: [{"address": "127.0.0.1", "port": 30000, "pid": 4242, "process": "python3 -m http.server 30000",
-            "unit": null}]
+            "uid": 0, "user": "root", "unit": null}]
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -82,52 +82,17 @@ waited_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_api import HttpJson, NoAnswer, RouterError, parse_prometheus, wait_until
-
-
-def read_counts(client, metrics):
-    """``{gauge: sum over ranks}`` from ``/metrics``; RouterError naming the missing gauges."""
-    status, text = client.request("GET", "/metrics", expect=(200, 404))
-    if status == 404:
-        raise RouterError("%s/metrics answers 404: is the server running with --enable-metrics?" % client.base_url)
-    values = parse_prometheus(text if isinstance(text, str) else "")
-    missing = [m for m in metrics if m not in values]
-    if missing:
-        raise RouterError("%s/metrics has no %s: is the server running with --enable-metrics?"
-                          % (client.base_url, ", ".join(missing)))
-    return {m: values[m] for m in metrics}
+from ansible.module_utils.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
+from ansible.module_utils.sglang_router_api import HttpJson, RouterError
 
 
 def run(params, check_mode, client=None, clock=None, sleep=None):
+    """The module's result: sglang_inflight.wait_drained on ``params["url"]``; raises RouterError with the counts."""
     client = client or HttpJson(params["url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
-    metrics = params["metrics"]
-    try:
-        state = {"counts": read_counts(client, metrics), "zeros": 0}
-    except NoAnswer:
-        return {"changed": False, "in_flight_initial": 0, "in_flight": 0, "counts": {}, "waited_s": 0.0,
-                "server_down": True}
-    first = int(sum(state["counts"].values()))
-    result = {"changed": False, "in_flight_initial": first, "server_down": False}
-    if check_mode:
-        result.update(in_flight=first, counts=state["counts"], waited_s=0.0)
-        return result
-    state["zeros"] = 1 if first == 0 else 0
-
-    def drained():
-        if state["zeros"] >= params["settle_polls"]:
-            return True
-        state["counts"] = read_counts(client, metrics)
-        state["zeros"] = state["zeros"] + 1 if sum(state["counts"].values()) == 0 else 0
-        return state["zeros"] >= params["settle_polls"]
-
-    done, waited = wait_until(drained, params["timeout"], params["poll_interval"], **waits)
-    now = int(sum(state["counts"].values()))
-    result.update(in_flight=now, counts=state["counts"], waited_s=round(waited, 2))
-    if not done:
-        raise RouterError("%s still has %d request(s) in flight after %.0f s (%s); started with %d"
-                          % (client.base_url, now, waited,
-                             ", ".join("%s=%g" % kv for kv in state["counts"].items()), first))
+    result = wait_drained(client, params["timeout"], metrics=params["metrics"], poll_interval=params["poll_interval"],
+                          settle_polls=params["settle_polls"], check_mode=check_mode, **waits)
+    result["changed"] = False
     return result
 
 
@@ -135,11 +100,10 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             url=dict(type="str", required=True),
-            metrics=dict(type="list", elements="str",
-                         default=["sglang:num_running_reqs", "sglang:num_queue_reqs"]),
+            metrics=dict(type="list", elements="str", default=list(IN_FLIGHT_GAUGES)),
             timeout=dict(type="int", default=300),
-            poll_interval=dict(type="float", default=0.5),
-            settle_polls=dict(type="int", default=2),
+            poll_interval=dict(type="float", default=POLL_INTERVAL),
+            settle_polls=dict(type="int", default=SETTLE_POLLS),
             request_timeout=dict(type="int", default=10),
         ),
         supports_check_mode=True,

@@ -49,7 +49,7 @@ options:
     type: float
     default: 1800
   interval:
-    description: Seconds between observations.
+    description: Seconds from the start of one observation to the start of the next (an observation that took longer is followed at once).
     type: float
     default: 1.0
   stall_timeout:
@@ -191,6 +191,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
     started = clock()
     history, transitions, verdict = [], [], None
     while True:
+        round_started = clock()
         obs = observe(module, observer, history[-1] if history else None)
         obs["t"] = clock() - started
         history.append(obs)
@@ -205,7 +206,10 @@ def wait(module, clock=None, sleep=None, wallclock=None):
             })
         if verdict["terminal"]:
             break
-        sleep(p["interval"])
+        # Every interval, counted from the start of the round: the observation itself takes time (SGLang 0.5.23's
+        # /health alone polls for its one-token answer once a second), so a full interval after it would see the
+        # server's ready line one observation later.
+        sleep(max(0.0, p["interval"] - (clock() - round_started)))
     verdict["elapsed_s"] = round(history[-1]["t"], 1)
     verdict["history"] = transitions
     verdict["invocation_ids"] = [o["invocation_id"] for o in history if o.get("invocation_id")]

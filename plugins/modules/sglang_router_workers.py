@@ -26,6 +26,24 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  min_healthy_others:
+    description:
+      - With I(state=absent), the capacity guard - refuse (before removing anything) unless at least this many
+        other workers are listed healthy. A rolling redeploy sets it so a node that is already unhealthy stops the
+        rollout instead of taking a second node out of rotation. 0 turns the guard off.
+    type: int
+    default: 0
+  drain_timeout:
+    description:
+      - With I(state=absent), then wait (at most this many seconds) until the worker has no request in flight, read
+        from its C(/metrics) at I(worker_url) as the router reaches it. The rule is the sglang_drain module's -
+        running + queued requests 0 in two polls 0.5 s apart, and a worker that does not answer has nothing in
+        flight. One module run for deregister and drain keeps a rolling redeploy's node out of rotation one task
+        shorter.
+      - Also when the worker was not listed (a re-run after a failed switch still waits for what it holds). 0 does not
+        wait. Fails with the counts on timeout, or when the worker serves no such metrics (C(--enable-metrics)).
+    type: int
+    default: 0
   timeout:
     description: Seconds to wait for the router's list to agree before failing.
     type: int
@@ -47,6 +65,14 @@ EXAMPLES = r"""
     router_url: http://127.0.0.1:30000
     worker_url: "http://{{ inventory_hostname }}:30000"
     state: absent
+  delegate_to: "{{ groups['sglang_routers'][0] }}"
+
+- name: Take the worker out of rotation and wait until it finished what it was given (at most 10 minutes)
+  sglang_router_workers:
+    router_url: http://127.0.0.1:30000
+    worker_url: "http://{{ inventory_hostname }}:30000"
+    state: absent
+    drain_timeout: 600
   delegate_to: "{{ groups['sglang_routers'][0] }}"
 
 - name: Put it back and wait until the router lists it healthy
@@ -74,20 +100,42 @@ waited_s:
   description: Seconds spent waiting for the router's list to agree (0 when nothing changed).
   returned: always
   type: float
+drain:
+  description: With I(drain_timeout), what the worker had in flight, as the sglang_drain module returns it -
+    in_flight_initial, in_flight, counts, server_down, waited_s.
+  returned: when state is absent and drain_timeout is above 0
+  type: dict
+  sample: {"in_flight_initial": 3, "in_flight": 0, "counts": {"sglang:num_running_reqs": 0.0,
+           "sglang:num_queue_reqs": 0.0}, "server_down": false, "waited_s": 4.02}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_router_api import Router, RouterError, normalise_url, wait_until
+from ansible.module_utils.sglang_inflight import wait_drained
+from ansible.module_utils.sglang_router_api import HttpJson, Router, RouterError, normalise_url, wait_until
 
 
 def _summary(workers):
     return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
 
 
-def run(params, check_mode, router=None, clock=None, sleep=None):
-    """Do what the parameters ask; returns the module result dict, raises RouterError with the evidence."""
+def run(params, check_mode, router=None, clock=None, sleep=None, worker=None):
+    """Do what the parameters ask; returns the module result dict, raises RouterError with the evidence.
+
+    ``router`` (a sglang_router_api.Router) and ``worker`` (an HttpJson on the worker, for the drain) are made from
+    the parameters unless given (tests)."""
     router = router or Router(params["router_url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
+    result = _rotation(params, check_mode, router, waits)
+    if params["state"] == "absent" and (params.get("drain_timeout") or 0) > 0:
+        worker = worker or HttpJson(params["worker_url"], timeout=params["request_timeout"])
+        result["drain"] = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
+    return result
+
+
+def _rotation(params, check_mode, router, waits):
+    """Add or remove the worker and wait until the router's list agrees (the result without the drain).
+
+    ``waits``: wait_until's ``clock`` and ``sleep`` where a test gives them."""
     url = normalise_url(params["worker_url"])
     timeout, interval = params["timeout"], params["poll_interval"]
     entries = router.find(url)
@@ -97,6 +145,16 @@ def run(params, check_mode, router=None, clock=None, sleep=None):
         if not entries:
             result["workers"] = _summary(router.workers())
             return result
+        need = int(params.get("min_healthy_others") or 0)
+        if need:
+            everyone = router.workers()
+            others = [w for w in everyone if normalise_url(w.get("url") or "") != url]
+            healthy_others = [w.get("url") for w in others if w.get("is_healthy")]
+            if len(healthy_others) < need:
+                raise RouterError("refusing to take %s out of rotation: %d other worker(s) healthy (%s), the capacity "
+                                  "guard needs %d; unhealthy: %s" % (
+                                      url, len(healthy_others), ", ".join(healthy_others) or "none", need,
+                                      ", ".join(w.get("url") for w in others if not w.get("is_healthy")) or "none"))
         result["changed"] = True
         if check_mode:
             result["workers"] = _summary(router.workers())
@@ -144,6 +202,8 @@ def main():
             router_url=dict(type="str", required=True),
             worker_url=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
+            min_healthy_others=dict(type="int", default=0),
+            drain_timeout=dict(type="int", default=0),
             timeout=dict(type="int", default=120),
             poll_interval=dict(type="float", default=0.5),
             request_timeout=dict(type="int", default=10),

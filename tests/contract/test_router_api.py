@@ -152,6 +152,23 @@ def test_drain_waits_for_the_running_request(fleet):
     assert result["waited_s"] >= 1.0, result
 
 
+def test_deregister_and_drain_in_one_run(fleet):
+    """state=absent with drain_timeout, against the real router and a simulated worker: a request the worker holds
+    (sent through the router) is waited for after the router forgot it."""
+    router, (_w0, w1) = fleet["router"], fleet["workers"]
+    sglang_router_workers.run(_params(router, w1, "present"), check_mode=False)
+    thread = threading.Thread(target=_post_chat, args=(w1,))
+    thread.start()
+    time.sleep(0.3)
+    result = sglang_router_workers.run(dict(_params(router, w1, "absent"), drain_timeout=20), check_mode=False)
+    done_at = time.monotonic()
+    thread.join()
+    assert result["changed"] and not Router(router).find(w1)
+    drain = result["drain"]
+    assert drain["in_flight_initial"] == 1 and drain["in_flight"] == 0 and not drain["server_down"], drain
+    assert drain["waited_s"] >= 1.0 and time.monotonic() - done_at < 1.0, drain
+
+
 def test_drain_names_missing_metrics(fleet):
     params = {"url": fleet["router"], "metrics": ["sglang:num_running_reqs"], "timeout": 1, "poll_interval": 0.2,
               "settle_polls": 1, "request_timeout": 5}

@@ -69,8 +69,15 @@ def _write_if_changed(path: Path, data: bytes, mode=0o644):
 
 
 def default_gpus_json():
-    state = fake_nvidia_smi.normalize({})
-    gpus = [{k: v for k, v in g.items() if k != "index"} for g in state["gpus"]]
+    """The node's baseline GPU state: 8 idle GPUs, nothing of this machine's in it.
+
+    Built without a process state directory (the controller's own simulators, e.g. the contract tests', would
+    otherwise land in every node's file, and the file would differ from build to build), and without memory.used:
+    the stand-in on the node derives it from the processes that hold each GPU, as a real GPU shows its processes'
+    memory (a pinned 0 would show a serving GPU as empty)."""
+    state = fake_nvidia_smi.normalize({"process_state_dir": None})
+    derived = ("index", "memory_used_mib")
+    gpus = [{k: v for k, v in g.items() if k not in derived} for g in state["gpus"]]
     return {"driver_version": state["driver_version"], "cuda_version": state["cuda_version"],
             "gpus": gpus, "compute_apps": [], "failure": None}
 

@@ -128,6 +128,11 @@ def test_patch_failure_names_the_first_patch_that_did_not_apply():
     assert msg.startswith("patch 0002-broken.patch (2 of 3, /p/0002-broken.patch) does not apply to SGLang v0.5.23")
     assert "patch failed: python/sglang/__init__.py:3" in msg and "0003" not in msg
     assert build.patch_failure(results[:1]) == ""
+    # The roles' loops name their variable (loop_control.loop_var): each result holds its entry under that name.
+    named = [{k if k != "item" else "sglang_build_patch": v for k, v in r.items()} for r in results]
+    for r in named:
+        r["ansible_loop_var"] = "sglang_build_patch"
+    assert build.patch_failure(named, "SGLang v0.5.23") == msg
 
 
 def test_sm_arch_names_torch_archs():

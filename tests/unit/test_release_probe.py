@@ -93,6 +93,20 @@ def test_flashinfer_built_for_another_arch_fails(site):
                           "cover 12.0")
 
 
+def test_a_prepare_on_serving_gpus_defers_the_kernel_op_and_the_switch_runs_only_it(site):
+    """The rolling redeploy prepares a release while the GPUs serve: every check but the kernel op (its CUDA context
+    would take memory from the server); the switch runs only the kernel op once the server has stopped."""
+    rc, out, err = site(args=("--capability", "12.0", "--no-kernel-op"))
+    assert rc == 0, err
+    assert out["kernel_op"].startswith("deferred") and "sm_120" in out["torch_arch_list"]
+    rc, out, err = site(torch_archs=["sm_90"], args=("--capability", "12.0", "--no-kernel-op"))
+    assert rc == 1 and "without sm_120" in err  # what can be checked without a kernel still refuses
+    rc, out, err = site(args=("--kernel-op-only",))
+    assert rc == 0 and out == {"ok": True, "problems": [], "kernel_op": "torch.ones(4, device='cuda').sum() = 4.0"}
+    rc, out, err = site(torch_archs=["sm_90"], args=("--kernel-op-only",))
+    assert rc == 1 and "no kernel image is available" in err
+
+
 def test_no_gpu_is_a_failure_not_a_cpu_fallback(site):
     rc, out, err = site(gpus={"failure": "no_devices"})
     assert rc == 1 and out["cuda_available"] is False

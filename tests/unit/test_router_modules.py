@@ -144,6 +144,18 @@ def test_drain_needs_consecutive_zeros():
     assert result["in_flight_initial"] == 2 and result["in_flight"] == 0 and server.series == [5]
 
 
+def test_drain_settle_polls_are_poll_interval_apart():
+    """An idle server still gets its settle polls spread over time: the gauges are written when a batch is logged,
+    so two reads in the same instant cannot show a request the router sent just before the deregistration."""
+    clock = Clock()
+    server = FakeServer([0, 0, 0])
+    result = sglang_drain.run(DRAIN, False, client=server, clock=clock, sleep=clock.sleep)
+    assert result["in_flight_initial"] == 0 and result["waited_s"] == DRAIN["poll_interval"]
+    late = FakeServer([0, 1, 0, 0])
+    result = sglang_drain.run(DRAIN, False, client=late, clock=clock, sleep=clock.sleep)
+    assert result["in_flight"] == 0 and result["waited_s"] == 3 * DRAIN["poll_interval"]
+
+
 def test_drain_times_out_with_the_numbers():
     clock = Clock()
     with pytest.raises(RouterError, match=r"still has 3 request\(s\) in flight after 5 s .*started with 3"):
@@ -153,6 +165,55 @@ def test_drain_times_out_with_the_numbers():
 def test_drain_without_metrics_says_enable_metrics():
     with pytest.raises(RouterError, match="--enable-metrics"):
         sglang_drain.run(DRAIN, False, client=FakeServer([None]))
+
+
+def test_absent_with_drain_deregisters_first_then_waits_for_zero():
+    """One module run: the router forgets the worker, then its /metrics (as the router reaches it) read 0 twice."""
+    clock = Clock()
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
+    order = []
+
+    class Worker(FakeServer):
+        def request(self, *a, **k):
+            order.append(("metrics", list(router.calls)))
+            return FakeServer.request(self, *a, **k)
+
+    params = dict(_params("absent"), drain_timeout=30, min_healthy_others=1)
+    result = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep,
+                                       worker=Worker([3, 1, 0, 0]))
+    assert result["changed"] and router.calls == [("DELETE", "x")]
+    assert all(calls == [("DELETE", "x")] for _what, calls in order)  # no /metrics read before the DELETE
+    drain = result["drain"]
+    assert drain["in_flight_initial"] == 3 and drain["in_flight"] == 0 and not drain["server_down"]
+    assert drain["waited_s"] == 3 * 0.5  # sglang_inflight's spacing, not the router poll interval
+
+
+def test_absent_with_drain_refused_by_the_guard_reads_no_metrics_and_times_out_with_counts():
+    clock = Clock()
+    lonely = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": False}], healthy_after=10 ** 6)
+    worker = FakeServer([2])
+    with pytest.raises(RouterError, match="capacity guard needs 1"):
+        sglang_router_workers.run(dict(_params("absent"), drain_timeout=30, min_healthy_others=1), False,
+                                  router=lonely, clock=clock, sleep=clock.sleep, worker=worker)
+    assert lonely.calls == [] and worker.series == [2]
+    busy = FakeRouter([])  # already out of rotation (a re-run): it still waits for what the worker holds
+    with pytest.raises(RouterError, match=r"still has 2 request\(s\) in flight after 5 s"):
+        sglang_router_workers.run(dict(_params("absent"), drain_timeout=5), False, router=busy, clock=clock,
+                                  sleep=clock.sleep, worker=FakeServer([2]))
+
+
+def test_absent_without_drain_timeout_never_reads_metrics():
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True}])
+
+    class Untouchable:
+        def request(self, *a, **k):
+            raise AssertionError("read /metrics without drain_timeout")
+
+    result = sglang_router_workers.run(dict(_params("absent"), drain_timeout=0), False, router=router,
+                                       worker=Untouchable())
+    assert "drain" not in result
 
 
 def test_router_argv_validates_against_the_real_parser_snapshot():
@@ -202,3 +263,18 @@ def test_worker_urls_are_what_each_node_published():
     assert found["urls"] == ["http://10.0.0.5:30000", "http://10.0.0.5:30000"]
     assert [p.split(" ")[0] for p in found["problems"]] == ["lo's", "bare", "two"]
     assert sglang_router_workers([], hostvars)["problems"][0].startswith("the router's worker group has no hosts")
+
+
+def test_the_capacity_guard_refuses_to_drain_a_second_node_while_another_is_unhealthy():
+    """Issue 15: a node already unhealthy makes the guard refuse to take another out of rotation (nothing removed)."""
+    fleet = [{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+             {"id": "y", "url": "http://n0:30000", "is_healthy": False}]
+    router = FakeRouter(fleet, healthy_after=10 ** 6)
+    with pytest.raises(RouterError, match=r"refusing to take http://n1:30000 out of rotation: 0 other worker\(s\) "
+                                          r"healthy \(none\), the capacity guard needs 1; unhealthy: http://n0:30000"):
+        sglang_router_workers.run(dict(_params("absent"), min_healthy_others=1), False, router=router)
+    assert router.calls == []
+    fleet[1]["is_healthy"] = True
+    router = FakeRouter(fleet, healthy_after=10 ** 6)
+    assert sglang_router_workers.run(dict(_params("absent"), min_healthy_others=1), False, router=router,
+                                     clock=Clock(), sleep=Clock().sleep)["changed"]

@@ -129,6 +129,33 @@ def test_smi_lists_live_gpu_processes_from_their_state_files(tmp_path):
     assert out == ""  # the process is gone: so is its line
 
 
+def test_node_baseline_has_no_controller_processes_and_shows_a_serving_gpus_memory(tmp_path, monkeypatch):
+    """The gpus.json every node starts from: the same bytes whatever runs on the controller (a live simulator's state
+    file in the default directory must not leak in), and memory.used left to the stand-in, so a GPU the simulator's
+    scheduler holds shows that memory (a pinned 0 made a serving node's GPUs look empty)."""
+    import build_artifacts
+
+    clean = build_artifacts.default_gpus_json()
+    controller = tmp_path / "controller-sim"
+    controller.mkdir()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        (controller / ("%d.json" % live.pid)).write_text(json.dumps(
+            {"pid": live.pid, "gpu_id": 0, "cuda_visible_devices": "5", "gpu_memory_used_mib": 83153}))
+        monkeypatch.setattr(fake_nvidia_smi, "DEFAULT_PROCESS_STATE_DIR", str(controller))
+        assert build_artifacts.default_gpus_json() == clean
+        assert clean["compute_apps"] == [] and all("memory_used_mib" not in g for g in clean["gpus"])
+        node = dict(clean, process_state_dir=str(controller))  # the node's own schedulers
+        rc, out, err = smi("--query-gpu=index,memory.used,pstate", "--format=csv,noheader,nounits", config=node,
+                           tmp_path=tmp_path)
+        assert rc == 0, err
+        rows = [line.split(", ") for line in out.splitlines()]
+        assert rows[5] == ["5", "83153", "P0"] and rows[0] == ["0", "0", "P8"]
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_smi_list_version_table(tmp_path):
     rc, out, _ = smi("-L", tmp_path=tmp_path)
     assert rc == 0
@@ -675,6 +702,27 @@ def sglang_checkout(tmp_path_factory):
     return _checkout(d / "sglang.git", "v0.5.23", d / "src") / "python"
 
 
+def test_the_patch_series_apply_to_the_simulator_checkout(sglang_checkout, tmp_path):
+    """The fleet's release patches (benchmarks/rolling_redeploy.py: r2, then r2 + the crash) and the releases
+    scenario's applying patch apply in order to the simulator as sglang_build checks it out; the releases scenario's
+    bad patch does not. A simulator change that breaks a patch fails here, not 10 minutes into a fleet rollout."""
+    src = sglang_checkout.parent
+    work = tmp_path / "src"
+    shutil.copytree(src, work, symlinks=True)
+
+    def apply(patch):  # in the current ``work``
+        return subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=work, capture_output=True, text=True)
+
+    for patch in sorted((SANDBOX / "patches").glob("*.patch")):
+        done = apply(patch)
+        assert done.returncode == 0, "%s: %s" % (patch.name, done.stderr)
+    releases = SANDBOX.parent.parent / "molecule" / "releases" / "patches"
+    work = tmp_path / "fresh"
+    shutil.copytree(src, work, symlinks=True)
+    assert apply(releases / "0001-readme-note.patch").returncode == 0
+    assert apply(releases / "0002-does-not-apply.patch").returncode != 0
+
+
 @needs_gxx
 def test_sglang_build_compiles_with_torchs_arch_flags(sglang_checkout, tmp_path, cuda13, torch_path):
     """The SGLang stand-in compiles csrc/ with torch's own _get_cuda_arch_flags: TORCH_CUDA_ARCH_LIST 12.0 gives
@@ -715,7 +763,8 @@ def test_build_all_small_and_noop(tmp_path):
     assert (out / "models/Kimi-K2.5/model-00008-of-000008.safetensors").is_file()
     assert (out / "git/flashinfer.git").is_dir()
     m2 = build_artifacts.build_all(out, shard_mb=0.25, shards=8, quiet=True)
-    assert all("rebuilt)" not in line and "written)" not in line for line in m2["summary"])
+    redone = [line for line in m2["summary"] if "rebuilt)" in line or "written)" in line]
+    assert not redone, redone
     assert m2["artifacts"] == m["artifacts"]
 
 

@@ -100,6 +100,12 @@ def test_a_failed_unit_is_started_again_and_says_why():
     assert gave_up["restarted"] and gave_up["why"] == (
         "the unit had failed (Result=start-limit-hit, 3 automatic restart(s), then systemd stopped restarting it: start "
         "limit hit); this run started it again")
+    # systemd 252 after the start limit stopped its automatic restarts (measured in a sandbox node: kill -9 twice,
+    # StartLimitBurst=2): Result is the last crash's, not start-limit-hit.
+    gave_up_252 = u.sglang_unit_recovery({"ActiveState": "failed", "Result": "signal", "NRestarts": "2"})
+    assert gave_up_252["why"] == (
+        "the unit had failed (Result=signal, 2 automatic restart(s), then systemd stopped restarting it: start limit "
+        "hit); this run started it again")
     crashed = u.sglang_unit_recovery({"ActiveState": "failed", "Result": "exit-code", "NRestarts": "0"})
     assert crashed["restarted"] and "Result=exit-code" in crashed["why"] and "start limit" not in crashed["why"]
     assert u.sglang_unit_recovery({"ActiveState": "active", "Result": "success"})["restarted"] is False

@@ -190,8 +190,37 @@ def sass_problems(code, capabilities):
     return problems
 
 
+def kernel_op(torch):
+    """One small kernel on the first GPU: (description, problem or None)."""
+    try:
+        value = torch.ones(4, device="cuda").sum().item()
+    except Exception as exc:  # noqa: BLE001 - the RuntimeError "no kernel image is available"
+        return "failed", "torch.ones(4, device='cuda').sum() failed: %s" % str(exc).splitlines()[0]
+    if value != 4:
+        return "torch.ones(4, device='cuda').sum() = %s" % value, "torch.ones(4).sum() on cuda gave %r, expected 4" % value
+    return "torch.ones(4, device='cuda').sum() = %s" % value, None
+
+
+def kernel_op_only():
+    """The switch's check, once the serving process has stopped: torch imports, sees a GPU and runs one kernel."""
+    result = {"ok": False, "problems": []}
+    try:
+        torch = importlib.import_module("torch")
+    except Exception as exc:  # noqa: BLE001
+        result["problems"].append("cannot import torch: %s: %s" % (type(exc).__name__, exc))
+        return result
+    if not torch.cuda.is_available():
+        result["problems"].append("torch.cuda.is_available() is False: no usable GPU or driver")
+        return result
+    result["kernel_op"], problem = kernel_op(torch)
+    if problem:
+        result["problems"].append("installed kernels do not run here: " + problem)
+    result["ok"] = not result["problems"]
+    return result
+
+
 def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=None,
-          kernel_distributions=KERNEL_DISTRIBUTIONS):
+          kernel_distributions=KERNEL_DISTRIBUTIONS, run_kernel_op=True):
     result = {"ok": False, "problems": [], "capabilities": list(capabilities)}
     problems = result["problems"]
     wanted = list(capabilities)
@@ -228,15 +257,12 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=Non
             if missing:
                 kernel_problem.append("torch.cuda.get_arch_list() is %s, without %s"
                                       % (arch_list, ", ".join(missing)))
-            try:
-                value = torch.ones(4, device="cuda").sum().item()
-                result["kernel_op"] = "torch.ones(4, device='cuda').sum() = %s" % value
-                if value != 4:
-                    kernel_problem.append("torch.ones(4).sum() on cuda gave %r, expected 4" % value)
-            except Exception as exc:  # noqa: BLE001 - the RuntimeError "no kernel image is available"
-                result["kernel_op"] = "failed"
-                kernel_problem.append("torch.ones(4, device='cuda').sum() failed: %s"
-                                      % str(exc).splitlines()[0])
+            if run_kernel_op:
+                result["kernel_op"], problem = kernel_op(torch)
+                if problem:
+                    kernel_problem.append(problem)
+            else:
+                result["kernel_op"] = "deferred (the GPUs serve; the switch runs it with --kernel-op-only)"
     flashinfer = mods.get("flashinfer")
     if flashinfer is not None:
         archs, source = flashinfer_archs(flashinfer)
@@ -275,7 +301,8 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=Non
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--capability", action="append", required=True, help="compute capability, e.g. 12.0")
+    ap.add_argument("--capability", action="append", default=[], help="compute capability, e.g. 12.0 (required "
+                    "unless --kernel-op-only)")
     ap.add_argument("--cuda", default=None, help="CUDA version torch must be built for, e.g. 13.0")
     ap.add_argument("--require-flashinfer-archs", action="store_true",
                     help="fail when FlashInfer cannot say which archs it was compiled for")
@@ -284,9 +311,19 @@ def main(argv=None):
     ap.add_argument("--kernel-distribution", action="append", default=None,
                     help="distribution whose CUDA objects must hold SASS for every capability (repeatable; "
                          "default: %s)" % ", ".join(KERNEL_DISTRIBUTIONS))
+    ap.add_argument("--no-kernel-op", action="store_true",
+                    help="skip the GPU kernel (a release prepared while the GPUs serve; the switch runs it)")
+    ap.add_argument("--kernel-op-only", action="store_true",
+                    help="only import torch and run one kernel on a GPU (the switch, after the server stopped)")
     args = ap.parse_args(argv)
-    result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs,
-                   cuobjdump=args.cuobjdump, kernel_distributions=args.kernel_distribution or KERNEL_DISTRIBUTIONS)
+    if not args.kernel_op_only and not args.capability:
+        ap.error("--capability is required")
+    if args.kernel_op_only:
+        result = kernel_op_only()
+    else:
+        result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs,
+                       cuobjdump=args.cuobjdump, kernel_distributions=args.kernel_distribution or KERNEL_DISTRIBUTIONS,
+                       run_kernel_op=not args.no_kernel_op)
     print(json.dumps(result, sort_keys=True))
     if not result["ok"]:
         sys.stderr.write("; ".join(result["problems"]) + "\n")

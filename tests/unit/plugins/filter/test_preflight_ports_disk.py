@@ -38,6 +38,17 @@ def test_a_foreign_listener_is_named_and_the_deployed_unit_is_not():
         dict(EP, host="127.0.0.1"), {})) == []
 
 
+def test_a_holder_preflight_cannot_read_is_named_by_its_user():
+    """CI stop 23: the deployed unit's socket in a container without CAP_SYS_PTRACE has no PID, so it cannot be told
+    from a stranger; the error names the socket's user and the missing capability, not a vague "run as root"."""
+    facts = {"listeners": [{"address": "127.0.0.1", "port": 30000, "pid": None, "process": None, "uid": 998,
+                            "user": "sglang", "unit": None}]}
+    errors = preflight_ports.preflight_port_problems(facts, preflight_ports.preflight_wanted_ports(EP, {}))
+    assert len(errors) == 1
+    assert "is taken: a process of user sglang (uid 998) whose PID preflight cannot read" in errors[0]
+    assert "CAP_SYS_PTRACE" in errors[0]
+
+
 GB = 10 ** 9
 
 
@@ -66,7 +77,9 @@ def test_a_new_revision_needs_its_full_size_beside_the_current_one():
 
 def test_needs_on_one_filesystem_add_up_and_a_rebuild_only_warns():
     first = check(capacity(560 * GB, 560 * GB), release_exists=False)
-    assert len(first["errors"]) == 1 and "567.0 GB" in first["errors"][0] and "the first release" in first["errors"][0]
+    assert len(first["errors"]) == 1 and "the first release" in first["errors"][0]
+    assert first["errors"][0].startswith("/srv/models and /opt/sglang/releases (one filesystem) have 560.0 GB free "
+                                         "(filesystem of /srv); this run writes 567.0 GB there: model revision r2")
     rebuild = check(capacity(560 * GB, 560 * GB), release_exists=True)
     assert rebuild["errors"] == [] and "not also for a rebuilt release" in rebuild["warnings"][0]
 

@@ -11,21 +11,24 @@ TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retr
    1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41002 1 0000000000000000 100 0 0 10 0
    2: 0100007F:7530 0100007F:D2F0 01 00000000:00000000 00:00000000 00000000     0        0 41003 1 0000000000000000 20 4 0 10 -1
 """
-# /proc/net/tcp6: [::]:30000 and [::1]:8000 LISTEN.
+# /proc/net/tcp6: [::]:30000 (held by uid 998, a service user) and [::1]:8000 LISTEN.
 TCP6 = """  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 00000000000000000000000000000000:7530 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 42001 1 0000000000000000 100 0 0 10 0
+   0: 00000000000000000000000000000000:7530 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000   998        0 42001 1 0000000000000000 100 0 0 10 0
    1: 00000000000000000000000001000000:1F40 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 42002 1 0000000000000000 100 0 0 10 0
 """
 
 
 def test_parse_listening_sockets_only():
-    assert parse_proc_net_tcp(TCP) == [{"address": "127.0.0.1", "port": 30000, "inode": 41001},
-                                       {"address": "0.0.0.0", "port": 22, "inode": 41002}]
-    assert parse_proc_net_tcp(TCP6) == [{"address": "::", "port": 30000, "inode": 42001},
-                                        {"address": "::1", "port": 8000, "inode": 42002}]
+    assert parse_proc_net_tcp(TCP) == [{"address": "127.0.0.1", "port": 30000, "uid": 0, "inode": 41001},
+                                       {"address": "0.0.0.0", "port": 22, "uid": 0, "inode": 41002}]
+    assert parse_proc_net_tcp(TCP6) == [{"address": "::", "port": 30000, "uid": 998, "inode": 42001},
+                                        {"address": "::1", "port": 8000, "uid": 0, "inode": 42002}]
 
 
-def test_listeners_name_the_process_holding_each_socket(tmp_path):
+def test_listeners_name_the_process_holding_each_socket(tmp_path, monkeypatch):
+    """A socket whose holder cannot be read (another user's process, no CAP_SYS_PTRACE) keeps its owner's uid."""
+    import ansible.module_utils.listeners as mod
+    monkeypatch.setattr(mod, "user_name", lambda uid: {0: "root", 998: "sglang"}.get(uid))
     proc = tmp_path / "proc"
     (proc / "net").mkdir(parents=True)
     (proc / "net" / "tcp").write_text(TCP)
@@ -35,8 +38,9 @@ def test_listeners_name_the_process_holding_each_socket(tmp_path):
     os.symlink("/dev/null", str(proc / "4242" / "fd" / "0"))
     (proc / "4242" / "cmdline").write_bytes(b"python3\x00-m\x00http.server\x0030000\x00")
     found = listeners([30000], str(proc))
-    assert found == [{"address": "127.0.0.1", "port": 30000, "pid": 4242, "process": "python3 -m http.server 30000"},
-                     {"address": "::", "port": 30000, "pid": None, "process": None}]
+    assert found == [{"address": "127.0.0.1", "port": 30000, "pid": 4242, "process": "python3 -m http.server 30000",
+                      "uid": 0, "user": "root"},
+                     {"address": "::", "port": 30000, "pid": None, "process": None, "uid": 998, "user": "sglang"}]
 
 
 def test_a_real_listener_on_this_host_is_found_with_its_pid():
@@ -46,7 +50,8 @@ def test_a_real_listener_on_this_host_is_found_with_its_pid():
     try:
         port = server.getsockname()[1]
         found = listeners([port])
-        assert [(s["address"], s["port"], s["pid"]) for s in found] == [("127.0.0.1", port, os.getpid())]
+        assert [(s["address"], s["port"], s["pid"], s["uid"]) for s in found] == [
+            ("127.0.0.1", port, os.getpid(), os.getuid())]
     finally:
         server.close()
 

@@ -1,5 +1,7 @@
 """model_fetch: manifest parsing, progress lines, URL redaction."""
 
+import os
+
 import pytest
 
 from ansible.module_utils.model_fetch import Progress, format_duration, parse_manifest, parse_sha256sums, redact_url
@@ -95,3 +97,15 @@ def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch
     assert sorted(synced) == sorted([(p, True) for p in paths] + [(str(tmp_path), False)])  # files, then their dir
     with pytest.raises(OSError, match="absent"):
         model_fetch.sync_files([str(tmp_path / "absent")])
+
+
+def test_tree_bytes_counts_regular_files_only(tmp_path):
+    """One count for model_stage's progress and host_capacity's partial_bytes: files, not symlinks, 0 when absent."""
+    from ansible.module_utils.model_fetch import tree_bytes
+
+    (tmp_path / "d" / "sub").mkdir(parents=True)
+    (tmp_path / "d" / "a.safetensors").write_bytes(b"x" * 1000)
+    (tmp_path / "d" / "sub" / "b.json").write_bytes(b"y" * 24)
+    os.symlink(str(tmp_path / "d" / "a.safetensors"), str(tmp_path / "d" / "link"))
+    assert tree_bytes(str(tmp_path / "d")) == 1024
+    assert tree_bytes(str(tmp_path / "missing")) == 0

@@ -53,7 +53,7 @@ class FakeModule(object):
 DEFAULTS = dict(source="path", source_path=None, url=None, manifest="SHA256SUMS", token=None, headers={}, parallel=4,
                 retries=0, retry_delay=0.0, timeout=10, progress_file=None, progress_interval=0.0, hf_repo_id=None,
                 hf_revision=None, hf_endpoint="", hf_python="/bin/false", hf_helper=None, allow_patterns=[],
-                store="/srv/models", link_mode="copy")
+                store="/srv/models", link_mode="copy", activate=True, nice=0)
 
 
 def args(source, tmp_path, **kw):
@@ -271,3 +271,46 @@ def test_journal_records_a_file_only_after_the_filesystem_was_synced(tmp_path):
     journal.add("d.safetensors", {"sha256": "4"})
     assert journal.commit() == 1 and journal.commit() == 0  # nothing pending: no sync
     assert len(synced) == 2 and "d.safetensors" in json.loads(path.read_text())["files"]
+
+
+def test_activate_false_stages_and_verifies_and_leaves_current_alone(source, tmp_path, module_runner):
+    """The rolling redeploy prepares a new revision while the node serves the old one: current must not move (a
+    server that restarts on its own would load the new revision before its switch)."""
+    def run(params):
+        kind, result = module_runner(model_stage, params)
+        assert kind == "exit", result
+        return result
+
+    r1 = run(args(source, tmp_path))
+    assert r1["activated"] and os.readlink(r1["current"]) == "r1"
+    r2 = run(args(source, tmp_path, revision="r2", activate=False))
+    assert r2["changed"] and r2["verified"] and not r2["activated"]
+    assert os.path.isfile(os.path.join(r2["path"], ".manifest.json"))
+    assert os.readlink(r2["current"]) == "r1"
+    again = run(args(source, tmp_path, revision="r2", activate=False))  # a re-run of the prepare: nothing to do
+    assert not again["changed"] and not again["activated"] and os.readlink(again["current"]) == "r1"
+    switched = run(args(source, tmp_path, revision="r2"))  # the switch (activate true): only the link moves
+    assert switched["changed"] and switched["activated"] and switched["copied_bytes"] == 0
+    assert os.readlink(switched["current"]) == "r2"
+
+
+def test_lower_priority_raises_niceness_and_sets_the_idle_io_class():
+    """In a child process (niceness cannot be lowered back): nice +5 and, on Linux x86_64/aarch64, the idle I/O
+    class, read back with ioprio_get."""
+    import subprocess
+    import sys
+    code = (
+        "import ctypes, os, platform, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from priority import IOPRIO_SET, lower_priority\n"
+        "before = os.nice(0)\n"
+        "r = lower_priority(5)\n"
+        "get = {'x86_64': 252, 'aarch64': 31}.get(platform.machine())\n"
+        "cls = ctypes.CDLL(None).syscall(get, 1, 0) >> 13 if get else None\n"
+        "print(before, r['nice'], os.nice(0), r['io_class'], cls)\n"
+    ) % os.path.join(os.path.dirname(os.path.abspath(model_stage.__file__)), "..", "module_utils")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    before, nice, now, io_class, cls = out.stdout.split()
+    assert int(nice) == int(now) == int(before) + 5, out
+    if cls != "None":
+        assert io_class == "idle" and int(cls) == 3

@@ -4,6 +4,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -35,6 +36,7 @@ def script(monkeypatch, steps):
     class ScriptedObserver(object):
         def observe(self, previous=None, parse=None):
             step = current()
+            clock["t"] += step.get("takes", 0.0)  # the observation's own time (systemctl, journal, /health)
             fields = dict(active="active", sub="running", result="success", pid=4242, restarts=0, status=0, code=0,
                           inv="abc123")
             fields.update(step.get("show", {}))
@@ -47,7 +49,13 @@ def script(monkeypatch, steps):
                 obs["previous_log"] = parse(log(step["previous_log"]))
             return obs
 
+    real_sleep = time.sleep
+
     def sleep(seconds):
+        # time.sleep is patched for the whole process: another test's leftover thread keeps its own clock
+        if threading.current_thread() is not threading.main_thread():
+            return real_sleep(seconds)
+        state.setdefault("sleeps", []).append(round(seconds, 3))
         state["i"] += 1
         clock["t"] += step_seconds(seconds)
 
@@ -78,6 +86,20 @@ def test_ready_after_loading_capturing_warming(module_runner, monkeypatch):
     assert [h["verdict"] for h in result["history"]] == ["starting", "loading", "capturing", "warming", "ready"]
     assert result["history"][1]["progress"] == "37/64"
     assert result["elapsed_s"] == 4.0
+
+
+def test_the_interval_counts_from_the_start_of_each_observation(module_runner, monkeypatch):
+    """An observation costs time (0.5.23's /health alone takes a second): the next one starts one interval after the
+    last one started, not a whole interval after it ended, so the ready line is seen up to a round sooner."""
+    state = script(monkeypatch, [
+        {"log": "loading_multithread.log", "takes": 0.6},
+        {"log": "warming.log", "http": 503, "takes": 1.2},
+        {"log": "ready.log", "http": 200, "takes": 0.3},
+    ])
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "exit" and result["verdict"] == "ready", result
+    assert state["sleeps"][:2] == [0.4, 0.0]  # the watch's own; later ones are the journal check's bounded calls
+    assert result["elapsed_s"] == 2.5  # 0.6 + 0.4 + 1.2 + 0.3; a whole interval after each observation: 4.1
 
 
 def test_crash_fails_with_phase_exit_and_first_traceback(module_runner, monkeypatch):

@@ -141,3 +141,31 @@ def test_reasoning_cut_at_max_tokens_still_shows_the_parser_works(module_runner,
                                                 "checks": ["reasoning"], "reasoning_max_tokens": 100})
     assert kind == "exit", result["msg"]
     assert "ended inside the reasoning at max_tokens 100" in result["checks"][0]["detail"]
+
+
+def test_the_chat_completions_run_at_once_and_report_in_order(monkeypatch):
+    """The smoke runs while a rolling redeploy holds the node out of rotation: its four chat completions (each a
+    whole generation on the server) run at once, so it costs the longest, not the sum; the results keep the order of
+    the checks asked for. Each stand-in check waits at one barrier for all four: run one after another, the first
+    would wait alone and break it."""
+    import threading
+
+    barrier = threading.Barrier(4, timeout=10)
+
+    def together(name, fail=False):
+        def check(self):
+            barrier.wait()
+            if fail:
+                raise sglang_smoke.CheckFailed("%s failed" % name)
+            return name + " ok"
+        return check
+
+    for name in ("chat", "reasoning", "tool_calls", "tool_calls_stream"):
+        monkeypatch.setattr(sglang_smoke.Smoke, "check_" + name, together(name, fail=name == "tool_calls"))
+    monkeypatch.setattr(sglang_smoke.Smoke, "check_models", lambda self: "models ok")
+    smoke = sglang_smoke.Smoke({"url": "http://127.0.0.1:9", "served_model_name": "x", "probe_timeout": 5,
+                                "request_timeout": 5})
+    results = smoke.run(["tool_calls_stream", "models", "chat", "tool_calls", "reasoning"])
+    assert [r["name"] for r in results] == ["tool_calls_stream", "models", "chat", "tool_calls", "reasoning"]
+    assert [r["status"] for r in results] == ["passed", "passed", "passed", "failed", "passed"]
+    assert results[0]["detail"] == "tool_calls_stream ok" and results[3]["detail"] == "tool_calls failed"

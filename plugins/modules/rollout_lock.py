@@ -1,0 +1,136 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: rollout_lock
+short_description: One rollout at a time on a fleet - a lock file on the router host, with its owner and age
+description:
+  - C(state=present) takes the lock by creating O(path) exclusively (C(O_CREAT|O_EXCL)), holding O(owner) and the
+    time. When another owner holds it, the task fails naming that owner and how long ago it took the lock, unless the
+    lock is older than O(ttl) (a run that died without releasing it) or O(break_lock) is set.
+  - C(state=absent) releases it, only when O(owner) holds it (or with O(break_lock)).
+  - Taking a lock this owner already holds, or releasing one nobody holds, changes nothing.
+options:
+  path:
+    description: The lock file.
+    type: path
+    required: true
+  owner:
+    description: Who takes or releases the lock (e.g. C(user@controller rolling_redeploy pid 4242)).
+    type: str
+    required: true
+  state:
+    description: C(present) takes the lock, C(absent) releases it.
+    type: str
+    choices: [present, absent]
+    default: present
+  ttl:
+    description: Seconds after which another owner's lock counts as abandoned and is taken over.
+    type: int
+    default: 21600
+  break_lock:
+    description: Take or release the lock whoever holds it (after checking no other rollout runs).
+    type: bool
+    default: false
+attributes:
+  check_mode:
+    support: full
+author:
+  - SGLang deployment project
+"""
+
+EXAMPLES = r"""
+- name: Refuse to start while another rollout runs on this fleet
+  rollout_lock:
+    path: /var/lib/sglang-rollout/lock
+    owner: "ops@bastion rolling_redeploy pid 4242"
+  delegate_to: "{{ groups['sglang_routers'][0] }}"
+"""
+
+RETURN = r"""
+holder:
+  description: The lock's content after the call (null when free) - owner, taken (epoch seconds), taken_utc.
+  returned: always
+  type: dict
+  sample: {"owner": "ops@bastion rolling_redeploy pid 4242", "taken": 1796124209.5, "taken_utc": "2026-12-01T12:03:29Z"}
+"""
+
+import json
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def read(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def take(path, owner):
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    holder = {"owner": owner, "taken": time.time(), "taken_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(holder, fh)
+    return holder
+
+
+def run(module):
+    p = module.params
+    holder = read(p["path"]) if os.path.exists(p["path"]) else None
+    if p["state"] == "absent":
+        if holder is None:
+            return {"changed": False, "holder": None}
+        if holder.get("owner") != p["owner"] and not p["break_lock"]:
+            module.fail_json(msg="the rollout lock %s is held by %s, not %s; not released" % (
+                p["path"], holder.get("owner"), p["owner"]), holder=holder)
+        if not module.check_mode:
+            os.unlink(p["path"])
+        return {"changed": True, "holder": None}
+    if holder is not None and holder.get("owner") == p["owner"]:
+        return {"changed": False, "holder": holder}
+    if holder is not None:
+        age = time.time() - float(holder.get("taken") or 0)
+        if age < p["ttl"] and not p["break_lock"]:
+            module.fail_json(msg="another rollout holds the lock %s: %s took it %.0f s ago (at %s); nothing was touched. "
+                                 "Wait for it, or set break_lock once you are sure it is gone (it is taken over "
+                                 "after %d s)" % (p["path"], holder.get("owner"), age, holder.get("taken_utc"),
+                                                  p["ttl"]), holder=holder)
+        if not module.check_mode:
+            os.unlink(p["path"])
+    if module.check_mode:
+        return {"changed": True, "holder": {"owner": p["owner"]}}
+    try:
+        return {"changed": True, "holder": take(p["path"], p["owner"])}
+    except OSError as exc:  # another run created it between our read and our create
+        module.fail_json(msg="another rollout took the lock %s at the same moment (%s): %s" % (
+            p["path"], exc, read(p["path"])), holder=read(p["path"]))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            owner=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            ttl=dict(type="int", default=21600),
+            break_lock=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(**run(module))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""generation_record: one deployment record per switch, and the one rollback, on a throw-away release/model tree."""
+
+import os
+
+import pytest
+
+import generation_record
+
+
+@pytest.fixture
+def node(tmp_path):
+    root = tmp_path
+    for d in ("opt/releases/aaaa", "opt/releases/bbbb", "models/Kimi/r1", "models/Kimi/r2", "etc", "staged"):
+        (root / d).mkdir(parents=True)
+    os.symlink(str(root / "opt/releases/aaaa"), str(root / "opt/current"))
+    os.symlink("r1", str(root / "models/Kimi/current"))
+    (root / "etc/unit.service").write_text("[Service]\nExecStart=old\n")
+    (root / "etc/kimi.env").write_text("HF_TOKEN=x\n")
+    (root / "staged/unit.service").write_text("[Service]\nExecStart=new\n")
+    return root
+
+
+def params(root, **kw):
+    base = {"dir": str(root / "gen"), "release_link": str(root / "opt/current"),
+            "previous_release_link": str(root / "opt/previous"), "model_link": str(root / "models/Kimi/current"),
+            "files": [str(root / "etc/unit.service"), str(root / "etc/kimi.env")], "state": "recorded", "keep": 10,
+            "reason": "", "target": None}
+    base.update(kw)
+    return base
+
+
+def target(root):
+    return {"release": str(root / "opt/releases/bbbb"), "model": "r2",
+            "files": {str(root / "etc/unit.service"): str(root / "staged/unit.service")}}
+
+
+def test_record_is_idempotent_and_a_switch_records_both_generations(node, module_runner):
+    kind, first = module_runner(generation_record, params(node))
+    assert kind == "exit" and first["changed"] and first["current"]["generation"] == 1
+    kind, again = module_runner(generation_record, params(node))
+    assert not again["changed"] and again["current"]["generation"] == 1
+
+    kind, plan = module_runner(generation_record, params(node, state="switched", target=target(node)), check_mode=True)
+    assert plan["changed"] and len(plan["differences"]) == 3
+    assert os.readlink(str(node / "opt/current")).endswith("aaaa")  # check mode changed nothing
+
+    kind, switched = module_runner(generation_record, params(node, state="switched", target=target(node),
+                                                             reason="rolling redeploy"))
+    assert kind == "exit", switched
+    assert switched["current"]["generation"] == 2 and switched["previous"]["generation"] == 1
+    assert os.readlink(str(node / "opt/current")).endswith("bbbb")
+    assert os.readlink(str(node / "opt/previous")).endswith("aaaa")
+    assert os.readlink(str(node / "models/Kimi/current")) == "r2"
+    assert "ExecStart=new" in (node / "etc/unit.service").read_text()
+    assert (node / "etc/kimi.env").read_text() == "HF_TOKEN=x\n"  # not in target.files: kept
+    kind, nothing = module_runner(generation_record, params(node, state="switched", target=target(node)),
+                                  check_mode=True)
+    assert not nothing["changed"]  # a node with nothing to switch
+
+
+def test_restore_brings_release_model_and_unit_back_and_a_second_restore_rolls_forward(node, module_runner):
+    module_runner(generation_record, params(node))
+    module_runner(generation_record, params(node, state="switched", target=target(node)))
+    kind, back = module_runner(generation_record, params(node, state="restored", reason="rollback"))
+    assert kind == "exit", back
+    assert back["changed"] and back["restored_generation"] == 1 and back["current"]["generation"] == 3
+    assert os.readlink(str(node / "opt/current")).endswith("aaaa")
+    assert os.readlink(str(node / "models/Kimi/current")) == "r1"
+    assert "ExecStart=old" in (node / "etc/unit.service").read_text()
+    kind, forward = module_runner(generation_record, params(node, state="restored"))
+    assert forward["restored_generation"] == 2 and os.readlink(str(node / "models/Kimi/current")) == "r2"
+
+
+def test_restore_after_a_switch_that_failed_half_way_goes_to_the_last_record(node, module_runner):
+    """Links flipped but nothing recorded (the switch died): the rollback target is the current record."""
+    module_runner(generation_record, params(node))
+    os.unlink(str(node / "models/Kimi/current"))
+    os.symlink("r2", str(node / "models/Kimi/current"))
+    kind, back = module_runner(generation_record, params(node, state="restored"))
+    assert back["restored_generation"] == 1 and os.readlink(str(node / "models/Kimi/current")) == "r1"
+    # The drifted state was recorded first (generation 2): a second rollback rolls forward to it, as after a switch.
+    assert back["current"]["generation"] == 3 and back["previous"]["generation"] == 2
+    kind, forward = module_runner(generation_record, params(node, state="restored"))
+    assert forward["restored_generation"] == 2 and os.readlink(str(node / "models/Kimi/current")) == "r2"
+
+
+def test_no_previous_generation_is_a_clear_error_and_a_missing_target_changes_nothing(node, module_runner):
+    module_runner(generation_record, params(node))
+    kind, result = module_runner(generation_record, params(node, state="restored"))
+    assert kind == "fail" and "nothing to roll back to" in result["msg"]
+    bad = dict(target(node), release=str(node / "opt/releases/cccc"))
+    kind, result = module_runner(generation_record, params(node, state="switched", target=bad))
+    assert kind == "fail" and "does not exist: nothing was changed" in result["msg"]
+    assert os.readlink(str(node / "opt/current")).endswith("aaaa")

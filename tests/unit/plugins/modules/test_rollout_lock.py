@@ -1,0 +1,34 @@
+"""rollout_lock: a second concurrent rollout is refused, naming the first; a stale lock is taken over."""
+
+import json
+import os
+import time
+
+import rollout_lock
+
+
+def args(tmp_path, owner, **kw):
+    base = {"path": str(tmp_path / "lock"), "owner": owner, "state": "present", "ttl": 3600, "break_lock": False}
+    base.update(kw)
+    return base
+
+
+def test_a_second_rollout_is_refused_and_the_first_releases(tmp_path, module_runner):
+    kind, first = module_runner(rollout_lock, args(tmp_path, "ops@a pid 1"))
+    assert kind == "exit" and first["changed"] and first["holder"]["owner"] == "ops@a pid 1"
+    kind, again = module_runner(rollout_lock, args(tmp_path, "ops@a pid 1"))
+    assert kind == "exit" and not again["changed"]
+    kind, second = module_runner(rollout_lock, args(tmp_path, "dev@b pid 2"))
+    assert kind == "fail" and "another rollout holds the lock" in second["msg"] and "ops@a pid 1 took it" in second["msg"]
+    kind, wrong = module_runner(rollout_lock, args(tmp_path, "dev@b pid 2", state="absent"))
+    assert kind == "fail" and os.path.exists(str(tmp_path / "lock"))
+    kind, released = module_runner(rollout_lock, args(tmp_path, "ops@a pid 1", state="absent"))
+    assert kind == "exit" and released["changed"] and not os.path.exists(str(tmp_path / "lock"))
+
+
+def test_an_abandoned_lock_is_taken_over_after_its_ttl_or_when_broken(tmp_path, module_runner):
+    (tmp_path / "lock").write_text(json.dumps({"owner": "ops@a pid 1", "taken": time.time() - 7200}))
+    kind, result = module_runner(rollout_lock, args(tmp_path, "dev@b pid 2"))
+    assert kind == "exit" and result["holder"]["owner"] == "dev@b pid 2"
+    kind, result = module_runner(rollout_lock, args(tmp_path, "ops@c pid 3", break_lock=True))
+    assert kind == "exit" and result["holder"]["owner"] == "ops@c pid 3"

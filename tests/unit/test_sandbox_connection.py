@@ -1,0 +1,61 @@
+"""The sandbox's `podman` connection (tests/sandbox/plugins/connection/podman.py): the name the inventories and
+molecule's podman driver use resolves to it through ansible.cfg, and a pipelined module reaches the container on the
+exec's stdin in one podman call."""
+import configparser
+import os
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def loader(monkeypatch):
+    """Ansible's connection loader with the repo's ansible.cfg connection_plugins path."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "ansible.cfg")
+    path = REPO / cfg["defaults"]["connection_plugins"]
+    from ansible.plugins.loader import connection_loader
+
+    connection_loader.add_directory(str(path))
+    return connection_loader
+
+
+def _connection(loader):
+    from ansible.playbook.play_context import PlayContext
+
+    ctx = PlayContext()
+    ctx.remote_addr = "sglang-sandbox-gpu-0"
+    conn = loader.get("podman", ctx, None)
+    conn.set_options(var_options={"inventory_hostname": "sglang-sandbox-gpu-0", "ansible_pipelining": True})
+    return conn
+
+
+def test_short_name_is_the_pipelined_plugin(loader):
+    conn = _connection(loader)
+    assert type(conn).__module__.endswith("podman")
+    assert os.path.samefile(loader.find_plugin("podman"), REPO / "tests/sandbox/plugins/connection/podman.py")
+    assert conn.has_pipelining and conn.is_pipelining_enabled()
+
+
+def test_pipelined_module_goes_to_stdin_in_one_exec(loader, monkeypatch):
+    conn = _connection(loader)
+    calls = []
+    monkeypatch.setattr(conn, "_podman", lambda cmd, args=None, in_data=None, **kw: (
+        calls.append((cmd, args, in_data)) or (0, b"{}", b"")))
+    conn._connected = True
+    assert conn.exec_command("/bin/sh -c '/usr/bin/python3 && sleep 0'", in_data=b"MODULE") == (0, b"{}", b"")
+    assert calls == [(["exec", "-i"], ["/bin/sh", "-c", "/usr/bin/python3 && sleep 0"], b"MODULE")]
+    # Without a module on stdin (a raw command), no -i: the exec must not wait on the controller's stdin.
+    conn.exec_command("/bin/sh -c 'echo ~'")
+    assert calls[-1] == (["exec"], ["/bin/sh", "-c", "echo ~"], None)
+
+
+def test_molecule_scenarios_and_inventories_use_it():
+    for f in sorted(REPO.glob("molecule/*/molecule.yml")):
+        text = f.read_text()
+        assert "../../tests/sandbox/plugins/connection" in text, f
+        assert "connection:\n      pipelining: true" in text, f
+    for f in ("inventory/sandbox/hosts.yml", "inventory/sandbox-fleet/hosts.yml"):
+        assert "ansible_connection: podman\n" in (REPO / f).read_text(), f
