@@ -22,9 +22,13 @@ step "the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-o
 tests/contract/install_real_sglang.sh
 step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
 tests/contract/install_real_router.sh
+# The stand-ins before the tests: the router contract tests run the simulator on the stand-in checkpoint (they skip
+# without it, as they did on every clean clone before) and the molecule scenarios mount them.
+step "stand-ins (.sandbox/artifacts, a no-op when their recipes are unchanged)"
+python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
 step "unit and contract tests"
 # On both cores (pytest-xdist): each test owns its temporary paths and ports.
-python -m pytest -q -n 2 tests/unit tests/contract
+python -m pytest -q -rs -n 2 tests/unit tests/contract
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS
@@ -54,9 +58,9 @@ rolling=""
 if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then rolling=fleet; fi
 if [ -z "${SKIP_MOLECULE:-}" ]; then
   mkdir -p .cache
-  # The stand-ins and the node image once, before any scenario: each scenario's dependency step is then a no-op.
-  step "stand-ins and node image"
-  python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
+  # The node image once, before any scenario (the stand-ins are built above): each scenario's dependency step is then
+  # a no-op.
+  step "node image"
   tests/sandbox/image/build-image.sh >/dev/null
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then
     step "molecule scenarios one after another: $MOLECULE_SCENARIOS${rolling:+, then the fleet sandbox}"
