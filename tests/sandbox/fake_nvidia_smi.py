@@ -442,8 +442,7 @@ GPU_FIELDS = {
     "pcie.link.width.current": ((), None, lambda g, s: _int(g["pcie_link_width_current"])),
     "pcie.link.width.max": ((), None, lambda g, s: _int(g["pcie_link_width_max"])),
 }
-for _reason in ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-                "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"):
+for _reason in REASON_BITS:
     GPU_FIELDS["clocks_event_reasons." + _reason] = (
         ("clocks_throttle_reasons." + _reason,), None,
         (lambda r: lambda g, s: "Active" if r in _active_reasons(g) else "Not Active")(_reason))

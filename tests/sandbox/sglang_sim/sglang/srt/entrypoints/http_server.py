@@ -77,6 +77,7 @@ class State:
         self.gen_tokens = 0
         # sglang:generation_tokens_total per is_streaming label, as observability/metrics_collector.py's
         # observe_one_finished_request counts it: per finished request, a labelled series appearing with its first
+        # finished request (0.5.23 srt/managers/tokenizer_manager.py calls it).
         self.finished_tokens = {}
         self.gen_started = time.time()
         self.startup_time = None
