@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Download one pinned Hub revision into a directory; run by the model_stage module with the staging venv's python.
 
 ``hf_snapshot.py --repo-id R --revision REV --local-dir DIR [--allow-pattern P ...] [--max-workers N] --report F``

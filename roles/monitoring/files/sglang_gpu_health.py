@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """GPU health for node exporter's textfile collector: what no stock exporter on these hosts reports.
 
 Run by the sglang-gpu-health timer (roles/monitoring); writes Prometheus text exposition atomically to OUTPUT
@@ -66,7 +65,7 @@ class ToolError(Exception):
 def run_tool(argv, timeout):
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
-                              universal_newlines=True)
+                              universal_newlines=True, check=False)  # the exit status is read below
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ToolError("%s: %s" % (argv[0], exc))
     if proc.returncode != 0:

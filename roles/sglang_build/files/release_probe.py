@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Kernel probe for a release venv: run with the release's own python before the release is activated.
 
     <release>/venv/bin/python release_probe.py --capability 12.0 [--capability ...] [--cuda 13.0]
@@ -110,7 +109,7 @@ def cuobjdump_archs(cuobjdump, path):
     """{"sass": [...], "ptx": [...]} of one file (sorted, e.g. sass ["sm_120a"], ptx ["compute_120"]); None when
     it holds no device code. Raises RuntimeError with cuobjdump's message when it cannot read the file."""
     proc = subprocess.run([cuobjdump, "--list-elf", "--list-ptx", str(path)], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE)
+                          stderr=subprocess.PIPE, check=False)  # its exit status is read below
     out = proc.stdout.decode(errors="replace")
     err = proc.stderr.decode(errors="replace")
     sass, ptx = set(), set()
