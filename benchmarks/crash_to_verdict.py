@@ -54,28 +54,24 @@ FAST = {"SGLANG_SIM_SHARD_DELAY_S": "0.01", "SGLANG_SIM_CAPTURE_S": "0.1", "SGLA
 CRASH_LINE_RE = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3})[^\]]*\] Scheduler hit an exception")
 
 
+COLLECTION = "ansible_collections.blackwell.sglang"
+
+
 def load_plugin(name, plugins_dir):
-    """A module_utils file as a module. Its own ``from ansible.module_utils.X import`` lines resolve to the same
-    directory, also on a node without Ansible (a stand-in ``ansible.module_utils`` package, as AnsiballZ gives)."""
-    utils_dir = os.path.join(plugins_dir, "module_utils")
-    try:
-        import ansible.module_utils as module_utils
-        if utils_dir not in module_utils.__path__:
-            module_utils.__path__.append(utils_dir)
-    except ImportError:
-        import types
-        pkg = types.ModuleType("ansible")
-        pkg.__path__ = []
-        sub = types.ModuleType("ansible.module_utils")
-        sub.__path__ = [utils_dir]
-        pkg.module_utils = sub
-        sys.modules.setdefault("ansible", pkg)
-        sys.modules.setdefault("ansible.module_utils", sub)
-    path = os.path.join(utils_dir, name + ".py")
-    spec = importlib.util.spec_from_file_location("bench_" + name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """``plugins_dir``/module_utils/``name``.py imported as the collection's
+    ``ansible_collections.blackwell.sglang.plugins.module_utils.<name>``, the path its own imports use, also on a
+    node without Ansible (the faults scenario unpacks plugins/module_utils there): the collection package is made to
+    point at the directory above ``plugins_dir`` unless it is imported already (the unit tests import it from the
+    checkout's .collections)."""
+    import types
+    if COLLECTION not in sys.modules:
+        root = os.path.dirname(os.path.abspath(plugins_dir))
+        for package, path in (("ansible_collections", []), ("ansible_collections.blackwell", []), (COLLECTION, [root])):
+            if package not in sys.modules:
+                module = types.ModuleType(package)
+                module.__path__ = path
+                sys.modules[package] = module
+    return importlib.import_module(COLLECTION + ".plugins.module_utils." + name)
 
 
 # ---------------------------------------------------------------- simulator helpers (also used by tests)

@@ -30,7 +30,7 @@ PLAY = """
       poll: 0
       register: job
     - name: Follow it
-      job_follow:
+      blackwell.sglang.job_follow:
         results_file: "{{{{ job.results_file }}}}"
         progress_file: {progress}
         interval: {interval}
@@ -50,8 +50,8 @@ def run(seconds, interval, workdir, inventory=None, host=None, connection=None):
     with open(play, "w") as fh:
         fh.write(textwrap.dedent(PLAY.format(hosts=host or "localhost", steps=int(seconds * 10), progress=progress,
                                              interval=interval, timeout=int(seconds * 10 + 600))))
-    env = dict(os.environ, ANSIBLE_ACTION_PLUGINS=os.path.join(ROOT, "plugins", "action"),
-               ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="false",
+    # The repo's ansible.cfg: its collections_path makes the checkout blackwell.sglang (job_follow by FQCN).
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_LOCALHOST_WARNING="false",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="false")
     argv = [sys.executable, "-m", "ansible.cli.playbook"]
     if inventory:

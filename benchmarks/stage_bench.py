@@ -31,12 +31,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
-sys.path.insert(0, os.path.join(ROOT, "plugins", "modules"))
+# The checkout as the collection blackwell.sglang (.collections links to the repository root).
+sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-import ansible.module_utils  # noqa: E402
-
-ansible.module_utils.__path__.append(os.path.join(ROOT, "plugins", "module_utils"))
-import model_stage  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.modules import model_stage  # noqa: E402
 
 
 def save_u8_tensors(tensors, path, metadata=None):
@@ -144,8 +142,8 @@ def stage_process(url, store, revision, parallel):
     argsfile = os.path.join(store + ".args.json")
     with open(argsfile, "w") as handle:
         json.dump({"ANSIBLE_MODULE_ARGS": params(url, store, revision, parallel)}, handle)
-    runner = ("import sys, runpy, ansible.module_utils as m; m.__path__.append(%r); sys.argv[1:] = [%r]; "
-              "runpy.run_path(%r, run_name='__main__')" % (os.path.join(ROOT, "plugins", "module_utils"), argsfile,
+    runner = ("import sys, runpy; sys.path.insert(0, %r); sys.argv[1:] = [%r]; "
+              "runpy.run_path(%r, run_name='__main__')" % (os.path.join(ROOT, ".collections"), argsfile,
                                                            os.path.join(ROOT, "plugins", "modules", "model_stage.py")))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()

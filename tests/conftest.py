@@ -1,9 +1,10 @@
-"""Make this project's plugins importable the way Ansible imports them.
+"""Make this project's plugins importable one way: as the collection blackwell.sglang.
 
-* ``ansible.module_utils.<name>`` resolves to ``plugins/module_utils/<name>.py``
-  (``ansible.module_utils.__path__`` is extended, as AnsiballZ does on the node);
-* ``plugins/modules`` and ``plugins/filter`` are on ``sys.path`` so tests can
-  ``import gpu_facts`` / ``import preflight``.
+``.collections/ansible_collections/blackwell/sglang`` links to the repository root (ansible.cfg's collections_path),
+so with ``.collections`` on ``sys.path`` every test imports a plugin by its collection path, as Ansible does:
+``from ansible_collections.blackwell.sglang.plugins.modules import model_stage``, ``...plugins.filter import
+preflight``, ``...plugins.module_utils.model_fetch import ...``. ``ansible_collections`` is a namespace package, so
+the collections bundled with the ``ansible`` package stay importable beside it.
 """
 
 import json
@@ -12,17 +13,12 @@ import sys
 
 import pytest
 
-import ansible.module_utils
 from ansible.module_utils import basic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
-if MODULE_UTILS not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(MODULE_UTILS)
-for sub in ("modules", "filter"):
-    path = os.path.join(ROOT, "plugins", sub)
-    if path not in sys.path:
-        sys.path.insert(0, path)
+COLLECTIONS = os.path.join(ROOT, ".collections")
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fixtures")
 

@@ -48,7 +48,7 @@ def parse_round(stdout):
     text = stdout or ""
     if RESULT not in text or PROGRESS not in text:
         raise ValueError("unexpected answer: %r" % text[-300:])
-    body, _, line = text.split(RESULT, 1)[1].partition(PROGRESS)
+    body, dummy, line = text.split(RESULT, 1)[1].partition(PROGRESS)
     job = None
     try:
         data = json.loads(body.strip())

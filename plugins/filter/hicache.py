@@ -11,21 +11,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from ansible.module_utils.hicache import GIB, hicache_budget as _budget, ranks_on_host, shm_errors
-except ImportError:
-    # A filter runs on the controller, where module_utils is only served to modules: load the file beside us.
-    import importlib.util
-
-    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "hicache.py")
-    _spec = importlib.util.spec_from_file_location("_sglang_hicache", _path)
-    _mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    GIB, _budget, ranks_on_host, shm_errors = _mod.GIB, _mod.hicache_budget, _mod.ranks_on_host, _mod.shm_errors
+from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import GIB, hicache_budget as _budget, ranks_on_host, shm_errors
 
 
 def _gpu_memory_bytes(gpu_facts):
@@ -100,7 +89,7 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
         need = max(int(total) - int(staging.get("partial_bytes") or 0), 0)
         certain.setdefault(disks[model_store]["device"], []).append(
             (need, "model revision %s (%s, %s still to stage)" % (staging["path"].rstrip("/").rsplit("/", 1)[-1],
-                                                                   _gb(total), _gb(need))))
+                                                                  _gb(total), _gb(need))))
     release = float(release_gb or 0) * 1e9
     if release:
         bucket = maybe if release_exists else certain
@@ -114,18 +103,18 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
         # Both paths on one filesystem: name both, so the user sees why the needs add up.
         where = "%s has" % disk["path"] if len(on) == 1 else "%s and %s (one filesystem) have" % (
             on[0]["path"], on[1]["path"])
-        sure = sum(n for n, _ in certain.get(device, []))
-        what = [w for _, w in certain.get(device, [])]
+        sure = sum(n for n, dummy in certain.get(device, []))
+        what = [w for dummy, w in certain.get(device, [])]
         if sure > disk["free_bytes"]:
             errors.append("%s %s free (filesystem of %s); this run writes %s there: %s. Free space (old "
                           "revisions under the store, old releases) or grow the filesystem" % (
                               where, _gb(disk["free_bytes"]), disk["checked_path"], _gb(sure),
                               " + ".join(what)))
-        elif sure + sum(n for n, _ in maybe.get(device, [])) > disk["free_bytes"]:
+        elif sure + sum(n for n, dummy in maybe.get(device, [])) > disk["free_bytes"]:
             warnings.append("%s %s free (filesystem of %s): enough for %s, not also for %s if the build "
                             "inputs changed" % (where, _gb(disk["free_bytes"]), disk["checked_path"],
                                                 " + ".join(what) or "this run's certain writes",
-                                                " + ".join(w for _, w in maybe.get(device, []))))
+                                                " + ".join(w for dummy, w in maybe.get(device, []))))
     return {"errors": errors, "warnings": warnings}
 
 

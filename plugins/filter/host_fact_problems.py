@@ -49,22 +49,10 @@ _value:
   type: dict
 """
 
-import os
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from ansible.module_utils.host_checks import host_problems
-except ImportError:
-    # A filter runs on the controller, where module_utils is only served to modules: load the file beside us.
-    import importlib.util
-
-    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils",
-                         "host_checks.py")
-    _spec = importlib.util.spec_from_file_location("_sglang_host_checks", _path)
-    _mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    host_problems = _mod.host_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.host_checks import host_problems
 
 
 def preflight_host_fact_problems(facts, gpu_facts, plan):

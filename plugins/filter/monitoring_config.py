@@ -128,7 +128,6 @@ def _published_list(published):
     return out
 
 
-
 def _split_url(url):
     """``http://host:port/path`` -> (scheme, "host:port")."""
     m = re.match(r"^(https?)://([^/]+?)/?$", str(url).strip())
@@ -377,7 +376,6 @@ def monitoring_node_exporter_args(units, textfile_dir, listen):
         args += ["--collector.systemd", "--collector.systemd.enable-restarts-metrics",
                  "--collector.systemd.unit-include=%s" % _units_regex(units)]
     return args
-
 
 
 class FilterModule:

@@ -63,23 +63,10 @@ _value:
   elements: str
 """
 
-import os
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from ansible.module_utils.preflight_checks import check_gpus
-except ImportError:
-    # On the controller, ansible.cfg's module_utils path only serves modules shipped to hosts;
-    # a filter plugin loads the same file from plugins/module_utils beside it.
-    import importlib.util
-
-    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils",
-                         "preflight_checks.py")
-    _spec = importlib.util.spec_from_file_location("_sglang_preflight_checks", _path)
-    _mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    check_gpus = _mod.check_gpus
+from ansible_collections.blackwell.sglang.plugins.module_utils.preflight_checks import check_gpus
 
 
 def preflight_gpu_errors(data, compute_apps=None, expected_count=8, expected_compute_capability="12.0",

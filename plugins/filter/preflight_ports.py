@@ -17,20 +17,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from ansible.module_utils.listeners import clashes
-except ImportError:  # a filter runs on the controller: load the module_utils file beside us
-    import importlib.util
-
-    _path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "listeners.py")
-    _spec = importlib.util.spec_from_file_location("_sglang_listeners", _path)
-    _mod = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(_mod)
-    clashes = _mod.clashes
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import clashes
 
 _LOCALHOST = {"localhost": "127.0.0.1", "ip6-localhost": "::1"}
 

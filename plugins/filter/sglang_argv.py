@@ -227,7 +227,7 @@ def sglang_option_rules(options: dict, family: str | None = None, compute_capabi
                               f"{'kimi is an older reasoning-only format, wrong for K2/K2.5; ' if have == 'kimi' else ''}"
                               f"set {name}: {want}")
     cc = str(compute_capability or "").strip()
-    if cc.split(".")[0] == "12":
+    if cc.split(".", maxsplit=1)[0] == "12":
         sm = "SM" + cc.replace(".", "")
         for name in _ATTENTION_OPTIONS:
             if opts.get(name) == "trtllm_mla":

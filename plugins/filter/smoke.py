@@ -56,7 +56,7 @@ def smoke_health_table(hosts, hostvars, fact="smoke_health_report") -> str:
     for host in hosts or []:
         report = (hostvars.get(host) or {}).get(fact) if hasattr(hostvars, "get") else None
         if not report:
-            rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(
+            rows.append(" ".join(_cell(v, w) for v, (dummy, w) in zip(
                 [host, "no report", None, None, None, None, None, "the play stopped before smoke_health"],
                 columns)))
             continue
@@ -70,7 +70,7 @@ def smoke_health_table(hosts, hostvars, fact="smoke_health_report") -> str:
                   exit_status.get("text") if isinstance(exit_status, dict) else exit_status,
                   report.get("smoke_summary"),
                   report.get("error") if report.get("verdict") != "ready" else None]
-        rows.append(" ".join(_cell(v, w) for v, (_, w) in zip(values, columns)).rstrip())
+        rows.append(" ".join(_cell(v, w) for v, (dummy, w) in zip(values, columns)).rstrip())
     return "\n".join(rows)
 
 

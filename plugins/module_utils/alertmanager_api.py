@@ -16,7 +16,7 @@ molecule scenario):
 import datetime
 import re
 
-from ansible.module_utils.sglang_router_api import HttpJson, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError
 
 
 class AlertmanagerError(RouterError):

@@ -276,7 +276,7 @@ def parse_cmdline(text):
     for token in (text or "").split():
         if token == "--":
             break
-        name, _, value = token.partition("=")
+        name, dummy, value = token.partition("=")
         params[name] = value
     return params
 
@@ -292,7 +292,7 @@ def iommu_mode(cmdline, group_types=None, iommu_units=None):
     translated = sorted(i for i, t in types.items() if t.upper().startswith("DMA"))
     if translated:
         return "translated", "%s in IOMMU group type %s" % (_gpus_text(translated),
-                                                          "/".join(sorted(set(types[i] for i in translated))))
+                                                            "/".join(sorted(set(types[i] for i in translated))))
     if types and all(t == "identity" for t in types.values()):
         return "passthrough", "IOMMU group type identity"
     if params.get("iommu") == "pt" or params.get("iommu.passthrough") in ("1", "on", "y"):
@@ -411,7 +411,7 @@ def parse_status(text):
     """``/proc/<pid>/status`` -> dict ``cap_eff`` (int), ``cpus`` (set), ``mems`` (set)."""
     out = {"cap_eff": None, "cpus": None, "mems": None}
     for line in (text or "").splitlines():
-        key, _, value = line.partition(":")
+        key, dummy, value = line.partition(":")
         value = value.strip()
         if key == "CapEff":
             out["cap_eff"] = int(value, 16)
@@ -473,7 +473,7 @@ def check_limits(requested, facts, unit):
                "remove that drop-in or set %s=%s in it" % (setting, value) if where and ask != need and got == ask else
                "give PID 1 the limit (containers: --ulimit %s and CAP_SYS_RESOURCE), or set sglang_service_limit_%s "
                "to what the host grants (%s)" % ("memlock=-1" if key == "memlock" else "nofile=%s:%s" % (value, value),
-                                                  key, _fmt_limit(key, hard))))
+                                                 key, _fmt_limit(key, hard))))
     return errors
 
 
@@ -515,7 +515,7 @@ def unit_cpu_mems(facts):
         allowed = parse_cpulist(cpuset["mems"])
         if mems and not mems <= allowed:
             mem_reasons.append("cgroup cpuset %s allows memory nodes %s" % (cpuset.get("source") or "",
-                                                                       format_cpulist(allowed)))
+                                                                            format_cpulist(allowed)))
         mems &= allowed
     settings = parse_ini_settings(order_dropins((facts.get("unit") or {}).get("dropins")), "Service", UNIT_KEYS)
     for key in ("CPUAffinity", "AllowedCPUs"):
@@ -527,7 +527,7 @@ def unit_cpu_mems(facts):
         allowed = parse_cpulist(settings["AllowedMemoryNodes"]["value"])
         mems &= allowed
         mem_reasons.append("AllowedMemoryNodes=%s in %s" % (format_cpulist(allowed),
-                                                          settings["AllowedMemoryNodes"]["path"]))
+                                                            settings["AllowedMemoryNodes"]["path"]))
     return cpus, mems, reasons, mem_reasons, settings
 
 
@@ -738,7 +738,7 @@ def check_journald(facts, unit, interval_sec, burst, model_bytes=0, min_burst=0)
         burst = int(burst)
     except (TypeError, ValueError) as exc:
         return ["cannot read %s's LogRateLimitIntervalSec=%s / LogRateLimitBurst=%s: %s" % (unit, interval_sec, burst,
-                                                                                          exc)]
+                                                                                            exc)]
     g_interval = settings.get("RateLimitIntervalSec", settings.get("RateLimitInterval"))
     g_interval_s = parse_timespan(g_interval) if g_interval not in (None, "") else DEFAULT_RATE_LIMIT_INTERVAL_S
     g_burst = int(settings["RateLimitBurst"]) if settings.get("RateLimitBurst") not in (None, "") else \
@@ -763,7 +763,7 @@ def check_journald(facts, unit, interval_sec, burst, model_bytes=0, min_burst=0)
             % (unit, " and ".join("%s" % z for z in zero), where_b if "LogRateLimitBurst" in zero else where_i,
                eff_interval, g_burst,
                (", %d lines per %gs with %s of journal space available after staging" % (eff, eff_interval,
-                                                                                     human_bytes(avail_after)))
+                                                                                         human_bytes(avail_after)))
                if eff is not None else " (off, since journald.conf sets 0)"))
         return errors
     eff_now, eff_after = burst_modulate(burst, avail_now), burst_modulate(burst, avail_after)

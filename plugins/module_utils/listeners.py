@@ -43,7 +43,7 @@ def parse_proc_net_tcp(text):
         fields = line.split()
         if len(fields) < 10 or fields[3] != LISTEN:
             continue
-        host, _, port = fields[1].partition(":")
+        host, dummy, port = fields[1].partition(":")
         try:
             out.append({"address": _address(host), "port": int(port, 16), "uid": int(fields[7]),
                         "inode": int(fields[9])})

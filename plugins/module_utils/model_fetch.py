@@ -30,13 +30,15 @@ import json
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit, urlunsplit
-from urllib.request import Request, urlopen
+
+from ansible.module_utils.urls import open_url
 
 __metaclass__ = type
 
@@ -304,7 +306,8 @@ class Mirror(object):
         headers = dict(self.headers)
         headers.update(extra or {})
         headers.setdefault("Accept-Encoding", "identity")
-        return urlopen(Request(url, headers=headers, method=method), timeout=self.timeout)
+        # Ansible's opener (urllib underneath, urllib's redirect rules): only the headers given here authenticate.
+        return open_url(url, headers=headers, method=method, timeout=self.timeout, use_netrc=False)
 
     def _with_retries(self, name, func):
         attempt = 0
@@ -493,3 +496,29 @@ class Progress(object):
                         handle.write("%s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"), text))
                 except (IOError, OSError):
                     self.path = None  # progress is best effort; staging goes on
+
+
+def follow_process(argv, env, tick, interval, keep_lines=8):
+    """Run ``argv`` (a list; never a shell) with ``env``, calling ``tick()`` every ``interval`` seconds until it exits.
+
+    For a child whose progress is read from outside it (model_stage's hf helper: the bytes it has written), while
+    a module's run_command would block without a word until the end. stdout and stderr are read together and
+    continuously (a full pipe would stall the child). Returns ``(returncode int, last keep_lines lines of output)``.
+    """
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = []
+
+    def drain():
+        for line in iter(proc.stdout.readline, b""):
+            output.append(line.decode("utf-8", "replace"))
+            del output[:-40]
+
+    reader = threading.Thread(target=drain)
+    reader.daemon = True
+    reader.start()
+    while proc.poll() is None:
+        time.sleep(interval)
+        tick()
+    reader.join(5)
+    proc.stdout.close()
+    return proc.returncode, "".join(output).strip().splitlines()[-keep_lines:]

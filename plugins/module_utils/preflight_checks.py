@@ -43,19 +43,13 @@ def compare_versions(left, right):
 
 def index_ranges(indices):
     """``[0,1,2,3,5,7,8]`` -> ``"0-3,5,7-8"``."""
-    indices = sorted(set(indices))
-    parts, start, prev = [], None, None
-    for i in indices:
-        if start is None:
-            start = prev = i
-        elif i == prev + 1:
-            prev = i
+    runs = []  # [first, last] of each run of consecutive indices
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
         else:
-            parts.append("%d-%d" % (start, prev) if prev != start else "%d" % start)
-            start = prev = i
-    if start is not None:
-        parts.append("%d-%d" % (start, prev) if prev != start else "%d" % start)
-    return ",".join(parts)
+            runs.append([i, i])
+    return ",".join("%d-%d" % (a, b) if a != b else "%d" % a for a, b in runs)
 
 
 def _gpus_phrase(indices):

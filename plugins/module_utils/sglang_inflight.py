@@ -11,7 +11,7 @@ Used by the sglang_drain module (on the node) and by sglang_router_workers' ``dr
 right after the deregistration: one module run instead of two).
 """
 
-from ansible.module_utils.sglang_router_api import NoAnswer, RouterError, parse_prometheus, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import NoAnswer, RouterError, parse_prometheus, wait_until
 
 IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
 # Consecutive zero reads, POLL_INTERVAL s apart: a request the router sent just before the deregistration reaches the

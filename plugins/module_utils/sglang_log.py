@@ -162,7 +162,7 @@ PHASES = (
     ("warmup", ("warmup_image", "uvicorn_warmup_request")),
     ("ready", ("ready",)),
 )
-PHASE_ORDER = [name for name, _ in PHASES]
+PHASE_ORDER = [name for name, dummy in PHASES]
 _PHASE_RES = [(name, _any(*names)) for name, names in PHASES]
 # phases the parent (HTTP server) reaches only after every scheduler is ready
 PARENT_PHASES = ("http_server", "warmup", "ready")
@@ -347,7 +347,7 @@ def crash_phase(lines, failure_at, error, died=None, traceback=None):
         return "serving"  # it was ready: a failure while serving (a dead rank, the watchdog's SIGQUIT)
     text = "%s\n%s" % (lines[failure_at], error or "")
     before = lines[:failure_at]
-    ranks, _ = phases_by_rank(before)
+    ranks, dummy = phases_by_rank(before)
     key = rank_key(lines[failure_at])
     for pattern, phase in ERROR_PHASES:
         if pattern.search(text):
@@ -410,7 +410,7 @@ def parse_log(text):
         if hit and failure_at is None:
             failure_at = pos
     error = exception_line(tb) or (died and died["line"]) or fatal
-    ranks, _ = phases_by_rank(lines)
+    ranks, dummy = phases_by_rank(lines)
     return {
         "phase": current_phase(lines),
         "ranks": ranks,

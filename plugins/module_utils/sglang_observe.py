@@ -21,14 +21,13 @@ import subprocess
 import threading
 import time
 
-from ansible.module_utils.sglang_log import READY_LINE
-from ansible.module_utils.unit_cgroup import cgroup_pids
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
 
-try:  # Python 3
-    from urllib.error import HTTPError, URLError
-    from urllib.request import Request, urlopen
-except ImportError:  # pragma: no cover - Python 2
-    from urllib2 import HTTPError, Request, URLError, urlopen
+# The standard library's urllib, not ansible.module_utils.urls: benchmarks/crash_to_verdict.py imports this file on
+# a node that has no Ansible (tests/sanity/ignore-2.19.txt says so for replace-urlopen).
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
 
 __metaclass__ = type
 
@@ -135,7 +134,7 @@ def tree_activity(main_pid, proc_root="/proc"):
         io = _read(os.path.join(base, "io"))
         if io:
             for line in io.splitlines():
-                key, _, value = line.partition(":")
+                key, dummy, value = line.partition(":")
                 if key in ("rchar", "read_bytes"):
                     try:
                         total += int(value)
@@ -172,9 +171,7 @@ def http_request(url, body=None, timeout=10.0, headers=None, method=None):
     if body is not None:
         data = json.dumps(body).encode()
         headers.setdefault("Content-Type", "application/json")
-    req = Request(url, data=data, headers=headers)
-    if method:
-        req.get_method = lambda: method
+    req = Request(url, data=data, headers=headers, method=method)
     try:
         response = urlopen(req, timeout=timeout)
         return response.getcode(), response.read()
@@ -238,7 +235,7 @@ def run_bounded(argv, timeout, env=None):
             os.killpg(proc.pid, 9)
         except OSError:
             proc.kill()
-        out, _ = proc.communicate()
+        out, dummy = proc.communicate()
         return None, out.decode("utf-8", "replace"), "timed out after %g s" % timeout
 
 
@@ -274,12 +271,12 @@ def gpu_observation(nvidia_smi, pids, timeout):
     utilization alone is not: a hung NCCL all-reduce keeps the GPUs at 100 % with nothing moving."""
     if not nvidia_smi:
         return None
-    rc, apps_text, _ = run_bounded([nvidia_smi, "--query-compute-apps=pid,gpu_uuid,used_memory",
-                                    "--format=csv,noheader,nounits"], timeout)
+    rc, apps_text, dummy = run_bounded([nvidia_smi, "--query-compute-apps=pid,gpu_uuid,used_memory",
+                                        "--format=csv,noheader,nounits"], timeout)
     if rc != 0:
         return None
-    rc, gpus_text, _ = run_bounded([nvidia_smi, "--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"],
-                                   timeout)
+    rc, gpus_text, dummy = run_bounded([nvidia_smi, "--query-gpu=uuid,utilization.gpu", "--format=csv,noheader,nounits"],
+                                       timeout)
     if rc != 0:
         return None
     wanted = set(int(p) for p in pids or [])
@@ -387,12 +384,12 @@ class JournalReader(object):
             self.cursor = cursor
             self.ready = at_ready
             if at_ready:  # skip what was logged between the ready line and now: continue from the newest entry
-                _, newest, _ = self._stream(self._argv(invocation, since, ["-n", "1"]), stop_at_ready=False)
+                dummy, newest, dummy = self._stream(self._argv(invocation, since, ["-n", "1"]), stop_at_ready=False)
                 self.skipped = bool(newest) and newest != cursor
                 self.cursor = newest or cursor
         else:
-            messages, cursor, _ = self._stream(self._argv(invocation, since, ["--after-cursor", self.cursor]),
-                                               stop_at_ready=False)
+            messages, cursor, dummy = self._stream(self._argv(invocation, since, ["--after-cursor", self.cursor]),
+                                                   stop_at_ready=False)
             self.cursor = cursor or self.cursor
             self.size += sum(len(m) + 1 for m in messages)
             if self.ready:
@@ -416,7 +413,7 @@ class JournalReader(object):
         if not self.skipped:
             return ""
         self.skipped = False
-        messages, _, _ = self._stream(self._argv(self.invocation, None, ["-n", str(count)]), stop_at_ready=False)
+        messages, dummy, dummy = self._stream(self._argv(self.invocation, None, ["-n", str(count)]), stop_at_ready=False)
         self.tail = ("".join(m + "\n" for m in messages) + self.tail)[-self.tail_chars:]
         return self.tail
 

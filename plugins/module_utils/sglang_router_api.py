@@ -16,7 +16,7 @@ e.g. ``sglang:num_running_reqs{...,tp_rank="0"} 3.0``.
 import json
 import time
 
-from ansible.module_utils.sglang_observe import NoAnswer as _Silence, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import NoAnswer as _Silence, http_request
 
 
 class RouterError(Exception):

@@ -74,7 +74,7 @@ def anon_memory_bytes(pids, proc_root="/proc"):
         try:
             with open(os.path.join(proc_root, str(pid), "status")) as handle:
                 for line in handle:
-                    key, _, value = line.partition(":")
+                    key, dummy, value = line.partition(":")
                     if key in ("RssAnon", "RssShmem"):
                         total += int(value.split()[0]) * 1024
         except (IOError, OSError, ValueError, IndexError):

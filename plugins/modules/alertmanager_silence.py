@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module: create or expire an Alertmanager silence, the way a maintenance window needs it."""
 
 DOCUMENTATION = r"""
@@ -60,7 +63,8 @@ options:
     description: Seconds per HTTP request.
     type: int
     default: 10
-author: sglang-ansible
+author:
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -102,9 +106,10 @@ waited_s:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.alertmanager_api import (Alertmanager, AlertmanagerError, active_alerts,
-                                                   normalise_matchers, parse_time, prometheus_alerts)
-from ansible.module_utils.sglang_router_api import HttpJson, RouterError, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.alertmanager_api import (
+    Alertmanager, AlertmanagerError, active_alerts, normalise_matchers, parse_time, prometheus_alerts,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError, wait_until
 
 
 def _now():

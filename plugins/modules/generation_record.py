@@ -67,10 +67,11 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports the generation it would record, switch to or roll back to; writes nothing.
 notes:
   - Runs on the target under its system Python, standard library only.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

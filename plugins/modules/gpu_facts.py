@@ -47,10 +47,11 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only (nvidia-smi queries); runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -124,14 +125,9 @@ error_kind:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.unit_cgroup import cgroup_pids, parse_show
-from ansible.module_utils.nvidia_smi import (
-    NvidiaSmiError,
-    apps_query_args,
-    classify_failure,
-    driver_version_of,
-    gpu_query_args,
-    parse_compute_apps,
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
+    NvidiaSmiError, apps_query_args, classify_failure, driver_version_of, gpu_query_args, parse_compute_apps,
     parse_gpus,
 )
 

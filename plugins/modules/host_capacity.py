@@ -50,12 +50,13 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only (/proc, statvfs, the model index); runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only.
   - The cgroup is the module's own (the SSH session's); a container's or VM's limit shows up as an ancestor's
     limit (v2) or as the namespace root (v1, v2), which is what bounds the service too.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -118,8 +119,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.model_fetch import tree_bytes
-from ansible.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import tree_bytes
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
 
 # cgroup v1 reports "unlimited" as a page-aligned LONG_MAX.
 _V1_UNLIMITED = 1 << 60
@@ -129,7 +130,7 @@ def parse_meminfo(text):
     """``/proc/meminfo`` text -> dict name -> bytes (values in kB are multiplied by 1024)."""
     out = {}
     for line in text.splitlines():
-        name, _, rest = line.partition(":")
+        name, dummy, rest = line.partition(":")
         parts = rest.split()
         if not parts:
             continue
@@ -187,7 +188,7 @@ def _file_pages(directory, keys):
     try:
         with open(os.path.join(directory, "memory.stat")) as fh:
             for line in fh:
-                name, _, value = line.partition(" ")
+                name, dummy, value = line.partition(" ")
                 if name in keys:
                     total += int(value)
     except (IOError, OSError, ValueError):
@@ -276,7 +277,7 @@ def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup
         mem = parse_meminfo(fh.read())
     shm = {"path": shm_path, "size_bytes": None, "free_bytes": None}
     if os.path.isdir(shm_path):
-        _, total, free = fs_space(shm_path)
+        dummy, total, free = fs_space(shm_path)
         shm.update(size_bytes=total, free_bytes=free)
     disks = []
     for path in paths or []:

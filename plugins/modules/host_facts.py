@@ -44,10 +44,11 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only; runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -118,7 +119,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.host_checks import journal_storage, journald_settings, normalize_bdf, order_dropins
+from ansible_collections.blackwell.sglang.plugins.module_utils.host_checks import journal_storage, journald_settings, normalize_bdf, order_dropins
 
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
              "/lib/systemd/system")
@@ -163,7 +164,7 @@ def conf_files(dirs, names):
 def unit_dropin_dirs(unit):
     """``sglang-kimi.service`` -> [``sglang-kimi.service.d``, ``sglang-.service.d``, ``service.d``]: the unit's own,
     its dash prefixes, its type (systemd.unit(5)), most specific first."""
-    name, _, kind = unit.rpartition(".")
+    name, dummy, kind = unit.rpartition(".")
     dirs = [unit + ".d"]
     parts = name.split("-")
     for i in range(len(parts) - 1, 0, -1):

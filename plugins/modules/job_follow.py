@@ -43,8 +43,9 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Follows a job that is already running; starts nothing.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

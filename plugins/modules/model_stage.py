@@ -150,13 +150,14 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Plans the staging (what is present, what would be fetched) and fetches and writes nothing.
 notes:
   - Top-level regular files of O(source_path) (or files listed in the manifest for O(source=http)) are staged, except
     hidden files and weight files (C(.safetensors), C(.bin), C(.pt), C(.pth), C(.gguf), C(.h5), C(.msgpack), C(.ckpt))
     not named in the index; they are listed in RV(skipped).
   - O(token) and O(headers) are never logged or put into messages.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -263,18 +264,19 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.model_fetch import (DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, hash_prefix, pump,
-                                              parse_manifest, redact_url, sync_files, tree_bytes)
-from ansible.module_utils.model_files import CONFIG_FILES, dir_reader, missing_files, symlinks
-from ansible.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
-from ansible.module_utils.priority import lower_priority
-from ansible.module_utils.safetensors_header import ShardError, verify_shard
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import (
+    DOWNLOAD_SUFFIX, FetchError, Mirror, Progress, follow_process, hash_prefix, pump, parse_manifest, redact_url,
+    sync_files, tree_bytes,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import CONFIG_FILES, dir_reader, missing_files, symlinks
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import INDEX_NAME, ModelIndexError, load_index, parse_index
+from ansible_collections.blackwell.sglang.plugins.module_utils.priority import lower_priority
+from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import ShardError, verify_shard
 
 BUFFER_BYTES = 8 * 1024 * 1024
 SPACE_MARGIN = 1.05
@@ -661,9 +663,8 @@ class HfSource(object):
 
     kind = "hf"
 
-    def __init__(self, params, popen=subprocess.Popen):
+    def __init__(self, params):
         self.params = params
-        self.popen = popen
         self.repo = params["hf_repo_id"]
         self.rev = params["hf_revision"] or params["revision"]
         self.description = "hf://%s@%s" % (self.repo, self.rev)
@@ -689,28 +690,17 @@ class HfSource(object):
             env["HF_ENDPOINT"] = p["hf_endpoint"]
         report_path = os.path.join(dest_dir, ".hf-report.json")
         argv += ["--report", report_path]
-        proc = self.popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        output = []
+        seen = [0]
 
-        def drain():
-            for line in iter(proc.stdout.readline, b""):
-                output.append(line.decode("utf-8", "replace"))
-                del output[:-40]
-
-        reader = threading.Thread(target=drain)
-        reader.daemon = True
-        reader.start()
-        seen = 0
-        while proc.poll() is None:
-            time.sleep(min(progress.interval, 1.0))
+        def tick():  # the bytes the helper has written so far become progress
             now = tree_bytes(dest_dir)
-            progress.add(max(0, now - seen))
-            seen = max(seen, now)
-        reader.join(5)
-        if proc.returncode != 0:
-            tail = "".join(output).strip().splitlines()[-8:]
+            progress.add(max(0, now - seen[0]))
+            seen[0] = max(seen[0], now)
+
+        returncode, tail = follow_process(argv, env, tick, min(progress.interval, 1.0))
+        if returncode != 0:
             raise StageError("the hf helper failed (exit %d) downloading %s: %s; re-run resumes what was downloaded"
-                             % (proc.returncode, self.description, " | ".join(tail) or "no output"))
+                             % (returncode, self.description, " | ".join(tail) or "no output"))
         report = read_json(report_path)
         if not isinstance(report, dict) or not isinstance(report.get("files"), dict):
             raise StageError("the hf helper wrote no readable report at %s" % report_path)
@@ -1060,7 +1050,7 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     missing = [f for f in sorted(files) if not os.path.isfile(os.path.join(partial, f))]
     if missing:
         raise StageError(["%s: named in %s but not downloaded from %s" % (os.path.join(partial, f), INDEX_NAME,
-                                                                        source.description) for f in missing])
+                                                                          source.description) for f in missing])
     # huggingface_hub writes the files; hash them once here (sha256 against the Hub's LFS sha256 where it has one).
     journal = read_json(os.path.join(partial, JOURNAL)) or {"files": {}}
     stop = threading.Event()

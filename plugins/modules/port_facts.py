@@ -32,10 +32,11 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only (/proc/net and /proc/<pid>/fd); runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only; parsing in C(module_utils/listeners.py).
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -57,8 +58,8 @@ listeners:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.listeners import listeners
-from ansible.module_utils.unit_cgroup import cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import listeners
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, parse_show
 
 
 def unit_members(module, units, cgroup_root="/sys/fs/cgroup"):

@@ -42,8 +42,9 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports whether the lock would be taken or released; writes nothing.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

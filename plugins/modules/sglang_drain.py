@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module: wait until an SGLang server has no request in flight (its /metrics say 0), bounded."""
 
 DOCUMENTATION = r"""
@@ -47,7 +50,8 @@ options:
     description: Seconds per C(/metrics) request.
     type: int
     default: 10
-author: sglang-ansible
+author:
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -82,8 +86,8 @@ waited_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
-from ansible.module_utils.sglang_router_api import HttpJson, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError
 
 
 def run(params, check_mode, client=None, clock=None, sleep=None):

@@ -74,8 +74,9 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Read-only (journal, systemd and HTTP); runs the same in check mode.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -148,16 +149,16 @@ journal:
       reason when the log is or may be incomplete, added to the failure message; null otherwise).
   returned: always
   type: dict
-  sample: {complete: false, suppressed: 955, notices: [{dropped: 955, invocation_id: 62fc..., at: 2026-12-01T10:02:52Z}],
+  sample: {complete: false, suppressed: 955, notices: [{dropped: 955, invocation_id: 62fc..., at: "2026-12-01T10:02:52Z"}],
            reason: "journal incomplete: journald suppressed 955 line(s) ..."}
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.journal_notices import journal_completeness
-from ansible.module_utils.sglang_log import classify, crash_advice, parse_log
-from ansible.module_utils.sglang_observe import UnitObserver, run_bounded
+from ansible_collections.blackwell.sglang.plugins.module_utils.journal_notices import journal_completeness
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import classify, crash_advice, parse_log
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import UnitObserver, run_bounded
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "

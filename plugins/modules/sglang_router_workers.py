@@ -1,4 +1,7 @@
 #!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible module: register or deregister one SGLang worker with sglang-router 0.3.2, and wait until it shows."""
 
 DOCUMENTATION = r"""
@@ -56,7 +59,8 @@ options:
     description: Seconds per HTTP request to the router.
     type: int
     default: 10
-author: sglang-ansible
+author:
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -110,8 +114,8 @@ drain:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_inflight import wait_drained
-from ansible.module_utils.sglang_router_api import HttpJson, Router, RouterError, normalise_url, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import wait_drained
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, Router, RouterError, normalise_url, wait_until
 
 
 def _summary(workers):

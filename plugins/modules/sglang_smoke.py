@@ -12,7 +12,7 @@ DOCUMENTATION = r"""
 module: sglang_smoke
 short_description: Prove a ready SGLang server serves chat, reasoning and Kimi tool calls
 description:
-  - Runs on the node against its own loopback, after M(sglang_health) said C(ready). Never a readiness check itself
+  - Runs on the node against its own loopback, after M(blackwell.sglang.sglang_health) said C(ready). Never a readiness check itself
     (C(/v1/models) answers 200 before the model can serve); the O(checks) are functional.
   - C(health) - C(GET /health) answers 200.
   - C(models) - C(GET /v1/models) lists O(served_model_name).
@@ -73,8 +73,9 @@ options:
 attributes:
   check_mode:
     support: full
+    description: Reports the checks it would run; sends no request.
 author:
-  - SGLang deployment project
+  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -117,7 +118,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_observe import NoAnswer, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import NoAnswer, http_request
 
 ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
 PROBES = ("health", "models")
@@ -302,7 +303,7 @@ class Smoke(object):
         status, raw = self.post(body)
         if status != 200:
             raise CheckFailed("streamed tool-call request answered HTTP %s: %r" % (status, raw[:200]))
-        content, _, calls, finish = assemble_stream(sse_events(raw))
+        content, dummy, calls, finish = assemble_stream(sse_events(raw))
         detail = verify_tool_calls(calls, content)
         return "%s; finish_reason %s" % (detail, finish)
 
@@ -338,8 +339,8 @@ def main():
             checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(ALL_CHECKS)),
             probe_timeout=dict(type="float", default=10.0),
             request_timeout=dict(type="float", default=60.0),
-            max_tokens=dict(type="int", default=512),
-            reasoning_max_tokens=dict(type="int", default=2048),
+            max_tokens=dict(type="int", default=512, no_log=False),
+            reasoning_max_tokens=dict(type="int", default=2048, no_log=False),
             no_thinking_kwargs=dict(type="dict", default={"thinking": False}),
             api_key=dict(type="str", no_log=True),
         ),

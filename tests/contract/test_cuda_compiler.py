@@ -19,7 +19,6 @@ Skipped, with the reason, when .venv-sglang (the real torch) or g++ (nvcc's host
 """
 
 import ctypes
-import importlib.util
 import json
 import os
 import re
@@ -44,9 +43,7 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)"),
 ]
 
-_spec = importlib.util.spec_from_file_location("contract_build_filters", ROOT / "plugins" / "filter" / "build.py")
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+from ansible_collections.blackwell.sglang.plugins.filter import build  # noqa: E402
 
 FLAGS_SCRIPT = r"""
 import json, os, sys

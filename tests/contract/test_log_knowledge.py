@@ -19,7 +19,7 @@ import re
 import pytest
 
 import wheel_templates as wt
-from ansible.module_utils import sglang_log
+from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_log
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG = wt.sglang_root(str(ROOT / ".venv-sglang"))

@@ -13,8 +13,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import monitoring_config  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.filter import monitoring_config  # noqa: E402
 
 COLLECTORS = sorted(ROOT.glob(".venv-sglang/lib/python3*/site-packages/sglang/srt/observability/metrics_collector.py"))
 pytestmark = pytest.mark.skipif(not COLLECTORS, reason=".venv-sglang absent: run tests/contract/install_real_sglang.sh")

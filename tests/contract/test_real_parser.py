@@ -9,7 +9,6 @@
 Skipped, with the reason, when .venv-sglang/bin/python is absent.
 """
 
-import importlib.util
 import json
 import pathlib
 import re
@@ -17,6 +16,9 @@ import subprocess
 
 import pytest
 import yaml
+
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as argv_filter
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_unit as unit_filter
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
@@ -27,15 +29,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-argv_filter = _load("contract_sglang_argv", ROOT / "plugins" / "filter" / "sglang_argv.py")
-unit_filter = _load("contract_sglang_unit", ROOT / "plugins" / "filter" / "sglang_unit.py")
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
 # sglang_service reads the deployment's facts (roles/deployment, its dependency): template with both, as Ansible does.
 FACTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())

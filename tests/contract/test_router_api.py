@@ -21,9 +21,9 @@ import urllib.request
 
 import pytest
 
-import sglang_drain
-import sglang_router_workers
-from ansible.module_utils.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router, RouterError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROUTER_PY = ROOT / ".venv-router" / "bin" / "python"

@@ -1,7 +1,6 @@
 """Contract: each start-up rule the product checks before the unit starts (plugins/filter/sglang_argv.py
 ``STARTUP_RULES``) is a rule the pinned SGLang 0.5.23 really enforces: its text is printed by the file cited.
 Skipped without .venv-sglang (tests/contract/install_real_sglang.sh)."""
-import importlib.util
 import pathlib
 
 import pytest
@@ -11,9 +10,7 @@ import wheel_templates as wt
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG = wt.sglang_root(str(ROOT / ".venv-sglang"))
 pytestmark = pytest.mark.skipif(SGLANG is None, reason=".venv-sglang has no sglang package")
-_spec = importlib.util.spec_from_file_location("contract_sglang_argv_rules", ROOT / "plugins" / "filter" / "sglang_argv.py")
-argv_filter = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(argv_filter)
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as argv_filter  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,10 @@
 """Build filters: FlashInfer arch list by CUDA version, job counts from memory, release fingerprints."""
 
-import importlib.util
-import pathlib
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "build.py"
-_spec = importlib.util.spec_from_file_location("build_filters", _PATH)
-build = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build)
+from ansible_collections.blackwell.sglang.plugins.filter import build
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ Figures are printed (pytest -s) so a reader can check the arithmetic by hand."""
 
 import pytest
 
-from ansible.module_utils.hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
-import hicache as hicache_filter
+from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
+from ansible_collections.blackwell.sglang.plugins.filter import hicache as hicache_filter
 
 KIMI = {"tp-size": 8, "enable-hierarchical-cache": True}
 RTX_PRO_6000 = 97887 * 1024 * 1024  # MiB from nvidia-smi -> 102.6 GB

@@ -3,12 +3,10 @@
 import importlib.util
 import pathlib
 
+from ansible_collections.blackwell.sglang.plugins.filter import smoke
+
 
 def test_task_outcome_tells_passed_failed_skipped_and_not_run():
-    path = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "smoke.py"
-    spec = importlib.util.spec_from_file_location("smoke_filters", path)
-    smoke = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(smoke)
     assert smoke.task_outcome({"changed": False, "status": 200}) == "passed"
     assert smoke.task_outcome({"failed": True}) == "failed"
     assert smoke.task_outcome({"skipped": True}) == "skipped"
@@ -16,7 +14,7 @@ def test_task_outcome_tells_passed_failed_skipped_and_not_run():
 
 
 def _sandbox():
-    path = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "sandbox.py"
+    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "sandbox" / "plugins" / "filter" / "sandbox.py"
     spec = importlib.util.spec_from_file_location("sandbox_filters", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

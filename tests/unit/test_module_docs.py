@@ -2,6 +2,7 @@
 options are exactly the argument_spec's (a colon in a description breaks ansible-doc while lint still passes)."""
 
 import ast
+import os
 import pathlib
 import subprocess
 import sys
@@ -52,7 +53,8 @@ def test_docs_parse_and_match_the_argument_spec(path):
 
 
 def test_ansible_doc_renders_every_module():
-    names = [p.stem for p in MODULES]
-    result = subprocess.run([sys.executable, "-m", "ansible.cli.doc", "-M", str(ROOT / "plugins" / "modules"),
-                             "-t", "module", "--json", *names], capture_output=True, text=True, timeout=120)
+    names = ["blackwell.sglang." + p.stem for p in MODULES]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(ROOT / ".collections"))
+    result = subprocess.run([sys.executable, "-m", "ansible.cli.doc", "-t", "module", "--json", *names],
+                            capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0 and "ERROR" not in result.stderr, result.stderr[-2000:]

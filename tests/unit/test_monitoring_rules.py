@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-import monitoring_config as mc
+from ansible_collections.blackwell.sglang.plugins.filter import monitoring_config as mc
 from ansible.errors import AnsibleFilterError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

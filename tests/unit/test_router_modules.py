@@ -7,10 +7,10 @@ that never forgets a removed worker, a server that never drains.
 
 import pytest
 
-import sglang_drain
-import sglang_router_workers
-from ansible.module_utils.sglang_router_api import RouterError, normalise_url, parse_prometheus, wait_until
-from sglang_argv import sglang_router_argv
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import RouterError, normalise_url, parse_prometheus, wait_until
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_argv import sglang_router_argv
 
 ROUTER_VERSION = "0.3.2"  # the snapshot these expectations were written against (plugins/data/sglang_router_cli_0.3.2.json)
 
@@ -236,7 +236,7 @@ def test_drain_of_a_stopped_server_is_immediate():
         base_url = "http://n1:30000"
 
         def request(self, *a, **k):
-            from ansible.module_utils.sglang_router_api import NoAnswer
+            from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import NoAnswer
             raise NoAnswer("GET http://n1:30000/metrics: no answer (Connection refused)")
 
     result = sglang_drain.run(DRAIN, False, client=Down())
@@ -245,7 +245,7 @@ def test_drain_of_a_stopped_server_is_immediate():
 
 def test_worker_urls_are_what_each_node_published():
     """The router restates no worker port or address: each GPU node's sglang_service_endpoint.router_url."""
-    from router import sglang_router_worker_url, sglang_router_worker_urls, sglang_router_workers
+    from ansible_collections.blackwell.sglang.plugins.filter.router import sglang_router_worker_url, sglang_router_worker_urls, sglang_router_workers
 
     def ep(url, host="0.0.0.0"):
         return {"sglang_service_endpoint": {"host": host, "router_url": url}}

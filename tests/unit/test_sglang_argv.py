@@ -1,7 +1,5 @@
 """sglang_argv: structured options -> argv validated against SGLang 0.5.23's own argparse snapshot."""
 
-import importlib.util
-import pathlib
 import re
 
 import pytest
@@ -9,10 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 from conftest import SGLANG_VERSION as V
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter" / "sglang_argv.py"
-_spec = importlib.util.spec_from_file_location("sglang_argv_filter", _PATH)
-f = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(f)
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as f
 
 KIMI = {
     "model-path": "/srv/models/Kimi-K2.5/current",

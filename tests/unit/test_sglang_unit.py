@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from ansible.errors import AnsibleFilterError
 
-import sglang_unit as u
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_unit as u
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VERIFY = ROOT / "roles" / "sglang_service" / "files" / "sglang-verify-unit"
@@ -56,7 +56,7 @@ def test_multinode_problems_listed_together():
 
 
 def test_multinode_argv_parses_against_the_snapshot():
-    import sglang_argv
+    from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv
     opts = u.sglang_multinode_options(["a", "b"], "b", "", 50000, 16, "eth0")
     # with the tp size the options come with (16 ranks over 2 nodes: SGLang asserts tp divisible by nodes)
     from conftest import SGLANG_VERSION

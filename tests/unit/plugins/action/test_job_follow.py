@@ -5,10 +5,9 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
-sys.path.insert(0, str(ROOT / "plugins" / "action"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import follow_rounds  # noqa: E402
-import job_follow  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.action import job_follow  # noqa: E402
 
 
 def test_a_round_reads_the_async_results_file_and_the_last_progress_line(tmp_path):

@@ -3,8 +3,8 @@
 
 import pytest
 
-import hicache
-import preflight_ports
+from ansible_collections.blackwell.sglang.plugins.filter import hicache
+from ansible_collections.blackwell.sglang.plugins.filter import preflight_ports
 
 EP = {"unit": "sglang-kimi.service", "host": "0.0.0.0", "port": 30000}
 

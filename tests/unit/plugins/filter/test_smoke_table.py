@@ -1,5 +1,5 @@
 """smoke filters: the end-of-play table across hosts and the smoke summary."""
-from smoke import smoke_health_table, smoke_outcome, task_outcome
+from ansible_collections.blackwell.sglang.plugins.filter.smoke import smoke_health_table, smoke_outcome, task_outcome
 
 
 def test_table_has_a_row_per_host_fixed_width():

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible.module_utils import host_checks as hc
+from ansible_collections.blackwell.sglang.plugins.module_utils import host_checks as hc
 from conftest import FIXTURES, load_yaml
 
 HERE = os.path.join(FIXTURES, "host_facts")
@@ -216,7 +216,7 @@ def test_failed_host_facts_is_one_error():
 
 
 def test_filter_plugin_wraps_host_problems():
-    import host_fact_problems
+    from ansible_collections.blackwell.sglang.plugins.filter import host_fact_problems
 
     filters = host_fact_problems.FilterModule().filters()
     facts, gpus, plan = build(CASES[1])

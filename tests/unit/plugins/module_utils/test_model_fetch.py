@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.model_fetch import Progress, format_duration, parse_manifest, parse_sha256sums, redact_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import Progress, format_duration, parse_manifest, parse_sha256sums, redact_url
 
 A, B = "a" * 64, "B" * 64
 
@@ -67,7 +67,7 @@ def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkey
     import hashlib
     import io
 
-    from ansible.module_utils import model_fetch
+    from ansible_collections.blackwell.sglang.plugins.module_utils import model_fetch
 
     kicks = []
     monkeypatch.setattr(model_fetch, "start_writeback", lambda fd: kicks.append(fd))
@@ -82,7 +82,7 @@ def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkey
 
 
 def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch):
-    from ansible.module_utils import model_fetch
+    from ansible_collections.blackwell.sglang.plugins.module_utils import model_fetch
 
     paths = [str(tmp_path / ("f%d" % i)) for i in range(3)]
     for path in paths:
@@ -101,7 +101,7 @@ def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch
 
 def test_tree_bytes_counts_regular_files_only(tmp_path):
     """One count for model_stage's progress and host_capacity's partial_bytes: files, not symlinks, 0 when absent."""
-    from ansible.module_utils.model_fetch import tree_bytes
+    from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import tree_bytes
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     (tmp_path / "d" / "a.safetensors").write_bytes(b"x" * 1000)

@@ -3,15 +3,11 @@
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.preflight_checks import (
-    DEFAULT_DRIVER_FLOORS,
-    check_driver,
-    check_gpus,
-    compare_versions,
-    index_ranges,
+from ansible_collections.blackwell.sglang.plugins.module_utils.preflight_checks import (
+    DEFAULT_DRIVER_FLOORS, check_driver, check_gpus, compare_versions, index_ranges,
 )
 from conftest import load_yaml
-import preflight
+from ansible_collections.blackwell.sglang.plugins.filter import preflight
 
 
 def inventory(name):

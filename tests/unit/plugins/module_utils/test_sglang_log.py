@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible.module_utils.sglang_log import classify, first_traceback, parse_log, split_lines
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import classify, first_traceback, parse_log, split_lines
 from conftest import FIXTURES, load_yaml
 
 LOG_CASES = load_yaml("sglang_logs", "cases.yml")
@@ -110,7 +110,7 @@ def test_classify(name):
 
 
 def test_scheduler_titles():
-    from ansible.module_utils.sglang_observe import is_scheduler_title
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import is_scheduler_title
 
     assert is_scheduler_title("sglang::scheduler_TP3\0")
     assert is_scheduler_title("sglang::scheduler\0")  # 0.5.23 at tp 1
@@ -132,7 +132,7 @@ def test_classify_empty_history():
 def test_a_deliberate_restart_is_not_a_crash_but_an_automatic_one_is():
     """A new InvocationID with NRestarts unchanged is a handler's or operator's restart; NRestarts growth
     is Restart=on-failure at work (found in the faults scenario: a watch that began during a restart)."""
-    from ansible.module_utils.sglang_log import classify, parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import classify, parse_log
 
     ready_log = parse_log("[2026-11-29 10:00:00] The server is fired up and ready to roll!\n")
     loading_log = parse_log("Multi-thread loading shards:  10% Completed | 6/64 [00:01<00:10,  5.00it/s]\n")
@@ -162,7 +162,7 @@ def test_hicache_auto_sizing_with_nothing_left_is_a_hicache_crash():
 
 
 def test_crash_advice_follows_the_error_then_the_phase():
-    from ansible.module_utils.sglang_log import crash_advice
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import crash_advice
 
     assert "sm_120" in crash_advice("warmup", "AssertionError: CUDA error: no kernel image is available for execution")
     assert "--hicache-size" in crash_advice("hicache_alloc", "ValueError: Not enough host memory available.")

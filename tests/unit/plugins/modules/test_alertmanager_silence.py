@@ -6,9 +6,10 @@ import datetime
 
 import pytest
 
-import alertmanager_silence as mod
-from ansible.module_utils.alertmanager_api import (AlertmanagerError, active_alerts, format_time, matches,
-                                                   normalise_matchers, parse_time)
+from ansible_collections.blackwell.sglang.plugins.modules import alertmanager_silence as mod
+from ansible_collections.blackwell.sglang.plugins.module_utils.alertmanager_api import (
+    AlertmanagerError, active_alerts, format_time, matches, normalise_matchers, parse_time,
+)
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 

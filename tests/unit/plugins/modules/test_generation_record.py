@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-import generation_record
+from ansible_collections.blackwell.sglang.plugins.modules import generation_record
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 import os
 
-import host_facts
+from ansible_collections.blackwell.sglang.plugins.modules import host_facts
 from ansible.module_utils import basic
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import model_stage
+from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SHARDS = ["model-00001-of-000003.safetensors", "model-00002-of-000003.safetensors", "model-00003-of-000003.safetensors"]
 

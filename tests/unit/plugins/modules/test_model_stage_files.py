@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import model_stage
+from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SANDBOX = Path(__file__).resolve().parents[3] / "sandbox"
 sys.path.insert(0, str(SANDBOX))

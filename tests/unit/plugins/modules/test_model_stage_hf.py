@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-import model_stage
+from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(HERE))))

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import model_stage
+from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
@@ -289,7 +289,7 @@ def test_server_ignoring_range_restarts_that_file(hub, mirror_dir, tmp_path, mod
 
 
 def test_transient_failures_are_retried_with_backoff(hub, mirror_dir, tmp_path, monkeypatch):
-    from ansible.module_utils.model_fetch import Mirror
+    from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import Mirror
 
     hub.cut_after[SHARDS[0]] = 1000
     hub.cut_times[SHARDS[0]] = 2
@@ -342,8 +342,8 @@ def test_real_sigkill_mid_transfer_then_rerun(hub, mirror_dir, tmp_path, module_
     hub.delay = 0.5  # seconds per MiB sent
     argsfile = tmp_path / "args.json"
     argsfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args(hub, tmp_path, parallel=1)}))
-    runner = ("import sys, runpy, ansible.module_utils as m; m.__path__.append(%r); sys.argv[1:] = [%r]; "
-              "runpy.run_path(%r, run_name='__main__')" % (os.path.join(ROOT, "plugins", "module_utils"),
+    runner = ("import sys, runpy; sys.path.insert(0, %r); sys.argv[1:] = [%r]; "
+              "runpy.run_path(%r, run_name='__main__')" % (os.path.join(ROOT, ".collections"),
                                                            str(argsfile),
                                                            os.path.join(ROOT, "plugins", "modules", "model_stage.py")))
     proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

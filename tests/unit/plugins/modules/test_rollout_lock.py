@@ -4,7 +4,7 @@ import json
 import os
 import time
 
-import rollout_lock
+from ansible_collections.blackwell.sglang.plugins.modules import rollout_lock
 
 
 def args(tmp_path, owner, **kw):

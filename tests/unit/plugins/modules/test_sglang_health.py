@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-import sglang_health
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
 import http.server as BaseHTTPServer
-from ansible.module_utils import sglang_observe
-from ansible.module_utils.sglang_observe import count_schedulers, parse_show, probe_health
+from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_observe
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import count_schedulers, parse_show, probe_health
 from conftest import FIXTURES
 
 SHOW = ("ActiveState={active}\nSubState={sub}\nResult={result}\nMainPID={pid}\nNRestarts={restarts}\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import sglang_smoke
+from ansible_collections.blackwell.sglang.plugins.modules import sglang_smoke
 
 ROOT = Path(__file__).resolve().parents[4]
 _spec = importlib.util.spec_from_file_location("crash_to_verdict", ROOT / "benchmarks" / "crash_to_verdict.py")
@@ -87,7 +87,7 @@ def test_wrong_served_name_fails_models(module_runner, kimi_sim):
 def test_check_mode_sends_nothing(module_runner, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("request sent in check mode")
-    from ansible.module_utils import sglang_observe
+    from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_observe
     monkeypatch.setattr(sglang_observe, "urlopen", boom)
     kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "x"},
                                  check_mode=True)
