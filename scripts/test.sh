@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test suite: ansible-lint (production profile), pytest unit and contract tests (with promtool check/test rules of
+# The test suite: ansible-lint (production profile), the collection's changelog lint and ansible-test sanity,
+# pytest unit and contract tests (with promtool check/test rules of
 # the monitoring alerts: tests/unit/test_monitoring_rules.py), the molecule scenarios (monitoring among them).
 # Usage: scripts/test.sh                                   (everything)
 #        SKIP_MOLECULE=1 scripts/test.sh                   (lint + unit tests only)
@@ -18,6 +19,9 @@ step() { printf '== [%s] %s\n' "$(took 0)" "$*"; }
 
 step "ansible-lint (profile production)"
 ansible-lint
+step "the collection: changelog fragments (antsibull-changelog lint), then ansible-test sanity on the built tarball"
+antsibull-changelog lint
+tests/sanity/run.sh
 step "the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
 tests/contract/install_real_sglang.sh
 step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
