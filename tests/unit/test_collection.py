@@ -111,13 +111,15 @@ def test_the_checkout_resolves_itself_as_the_collection_and_has_no_short_name_pa
 def test_playbooks_and_roles_call_modules_filters_and_roles_by_fqcn():
     roles = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir())
     modules = PLUGIN_NAMES["modules"]
-    role_ref = re.compile(r"^\s*(?:-\s+)?(?:role|name):\s*(%s)\s*(?:#.*)?$" % "|".join(roles))
+    # block style (`name: preflight`), flow style (`{name: monitoring, tasks_from: ...}`), role names in a loop
+    role_ref = re.compile(r"(?:^\s*(?:-\s+)?|[{,]\s*)(?:role|name):\s*(%s)\s*(?:[,}#]|$)" % "|".join(roles))
+    role_loop = re.compile(r"^\s*loop:\s*\[(?:[^\]]*,)?\s*(%s)\s*[,\]]" % "|".join(roles))
     module_key = re.compile(r"^\s*(?:-\s+)?(%s):\s*(?:#.*)?$" % "|".join(modules))
     filter_use = re.compile(r"\|\s*(%s)\b" % "|".join(sorted(_filter_names())))
     short = []
     for path in _yaml_files() + sorted((ROOT / "roles").rglob("*.j2")):
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if role_ref.match(line) or module_key.match(line) or filter_use.search(line):
+            if role_ref.search(line) or role_loop.match(line) or module_key.match(line) or filter_use.search(line):
                 short.append("%s:%d: %s" % (path.relative_to(ROOT), number, line.strip()))
     assert not short, "short names (use blackwell.sglang.<name>):\n" + "\n".join(short)
 
