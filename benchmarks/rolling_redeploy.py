@@ -437,7 +437,7 @@ def refusals_case(workdir):
     if not wait_router(listed_healthy(NODES[1]), "%s healthy again" % NODES[1]):
         problems.append("refusals/guard: %s is not healthy again after SIGCONT" % NODES[1])
     # Another rollout holds the lock (taken with the play's own module): this run is refused, the lock stays its.
-    lock = ["ansible", "-i", os.path.join(ROOT, "inventory", "sandbox-fleet"), ROUTER, "-m", "rollout_lock", "-a"]
+    lock = ["ansible", "-i", os.path.join(ROOT, "inventory", "sandbox-fleet"), ROUTER, "-m", "blackwell.sglang.rollout_lock", "-a"]
     other = "path=%s owner='benchmark: another rollout'" % LOCK
     subprocess.run(lock + [other], cwd=ROOT, check=True, capture_output=True)
     try:

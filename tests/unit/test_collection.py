@@ -160,3 +160,17 @@ def test_tests_import_plugins_one_way():
     assert not found, "\n".join(found)
     assert "ansible_collections.blackwell.sglang.plugins" in (ROOT / "tests" / "unit" / "plugins" / "modules"
                                                               / "test_model_stage.py").read_text()
+
+
+def test_ad_hoc_module_calls_are_fqcn():
+    """``ansible -m <module>`` in the scripts, benchmarks and harness names this collection's modules by FQCN (the
+    rolling benchmark's lock case called ``-m rollout_lock``, which no path resolves any more)."""
+    names = "|".join(PLUGIN_NAMES["modules"])
+    short = re.compile(r"""(?:["']-m["'],\s*["']|-m\s+)(%s)\b""" % names)
+    found = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")) + sorted((ROOT / "scripts").glob("*")) + sorted(
+            (ROOT / "tests").rglob("*.py")) + sorted((ROOT / "molecule").rglob("*.yml")):
+        if path.is_file() and path != Path(__file__):
+            found += ["%s: %s" % (path.relative_to(ROOT), m.group(0)) for m in short.finditer(path.read_text())]
+    assert not found, "\n".join(found)
+
