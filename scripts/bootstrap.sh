@@ -24,6 +24,7 @@ apt_packages=(
   netavark aardvark-dns iptables                             # bridge networks with container DNS
   dpkg-dev apt-utils gnupg git                               # fake apt repos / source repos in tests
   g++                                                        # host compiler of the real nvcc in unit/contract tests
+  shellcheck                                                 # ansible-test sanity's shellcheck test (skipped without)
   python3 python3-venv                                       # the controller venv
 )
 missing=()

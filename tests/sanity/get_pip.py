@@ -10,6 +10,7 @@ wheel, then installs those same pinned packages from the package index.
 """
 
 import ensurepip
+import importlib.metadata
 import subprocess
 import sys
 
@@ -21,6 +22,17 @@ leave_out = [OWN[a] for a in sys.argv[1:] if a in OWN]
 ensurepip.bootstrap(upgrade=True)
 pip = [sys.executable, "-m", "pip"]
 rc = subprocess.call(pip + ["install", *args])
+
+
+def installed(name):
+    try:
+        importlib.metadata.distribution(name)
+        return True
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
+leave_out = [name for name in leave_out if installed(name)]
 if rc == 0 and leave_out:  # ensurepip brings setuptools along on Python 3.11
     rc = subprocess.call(pip + ["uninstall", "--yes", "--quiet", *leave_out])
 sys.exit(rc)
