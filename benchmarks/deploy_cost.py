@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""What a no-op deploy costs against a first one, on one sandbox node (on-demand benchmark; not in CI).
+
+    source scripts/env.sh && python benchmarks/deploy_cost.py [--keep-node] [--top 15]
+
+1. starts a fresh sandbox node (``playbooks/sandbox.yml -e sandbox_fresh=true``, not timed);
+2. times ``ansible-playbook deploy.yml`` on it (the first deploy: CUDA toolkit, both builds, the shards, the unit);
+3. times the same command again (the no-op: every task reports ok, ``changed=0``), with Ansible's
+   ``ansible.posix.profile_tasks`` callback, and prints the no-op's most expensive tasks and its fact gathering;
+4. prints PASS/FAIL for the target: the no-op takes at most 25 % of the first deploy.
+
+Over the sandbox's connection (tests/sandbox/plugins/connection/podman.py: one ``podman exec -i`` per module, with
+pipelining) a module round trip costs what podman's exec costs (~0.2-0.4 s here); over SSH with pipelining and
+ControlPersist it is one round trip on an open connection, so the per-task figures hold for podman only, while the
+count of tasks and of fact gatherings holds for both. Removes the node at the end unless ``--keep-node``.
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
+# profile_tasks lines: "<task name> ------ 1.23s"
+PROFILE = re.compile(r"^(.+?) -{3,} (\d+\.\d+)s$", re.M)
+
+
+def playbook(args, env=None):
+    start = time.perf_counter()
+    proc = subprocess.run(["ansible-playbook"] + args, cwd=ROOT, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit("ansible-playbook %s failed (rc %d):\n%s" % (" ".join(args), proc.returncode,
+                                                                    proc.stdout[-3000:] + proc.stderr[-2000:]))
+    return wall, proc.stdout
+
+
+def recap(output):
+    """{host: (ok, changed, skipped)} of the last PLAY RECAP."""
+    return dict((m.group(1), (int(m.group(2)), int(m.group(3)), int(m.group(6)))) for m in RECAP.finditer(output))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keep-node", action="store_true", help="leave the sandbox node running at the end")
+    ap.add_argument("--top", type=int, default=15, help="how many of the no-op's tasks to list")
+    ap.add_argument("--target", type=float, default=0.25, help="no-op / first deploy allowed (default 0.25)")
+    opts = ap.parse_args(argv)
+    try:
+        playbook(["playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
+        first, first_out = playbook(["deploy.yml"])
+        env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
+                   PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
+        noop, noop_out = playbook(["deploy.yml"], env=env)
+    finally:
+        if not opts.keep_node:
+            subprocess.run(["ansible-playbook", "playbooks/sandbox.yml", "-e", "sandbox_action=destroy"], cwd=ROOT,
+                           capture_output=True)
+    tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(noop_out)]
+    gathering = [t for t in tasks if t[0].startswith("Gathering Facts")]
+    print("first deploy   %7.1f s   recap %s" % (first, recap(first_out)))
+    print("no-op re-run   %7.1f s   recap %s" % (noop, recap(noop_out)))
+    print("no-op tasks timed %d, %.1f s in all; fact gathering %d x, %.1f s" % (
+        len(tasks), sum(t[1] for t in tasks), len(gathering), sum(t[1] for t in gathering)))
+    print("the no-op's %d most expensive tasks:" % opts.top)
+    for name, sec in sorted(tasks, key=lambda t: -t[1])[:opts.top]:
+        print("  %6.2f s  %s" % (sec, name))
+    changed = sum(c for _, c, _ in recap(noop_out).values())
+    ratio = noop / first
+    ok = ratio <= opts.target and changed == 0
+    print("%s no-op deploy.yml <= %d %% of the first: %.1f s / %.1f s = %.0f %%, changed=%d" % (
+        "PASS" if ok else "FAIL", opts.target * 100, noop, first, ratio * 100, changed))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
