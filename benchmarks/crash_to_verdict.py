@@ -33,7 +33,7 @@ Stdlib only.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import re

@@ -302,13 +302,14 @@ def main():
                     assert hf_result["verified"] and hf_result["shards"] == result["shards"], hf_result
                     others["model_stage hf (sha256)"] = (t_hf, hf_result["cpu_s"], 0.0)
                     shutil.rmtree(hf_store)
-                    for label, fetch in (("hf download", hf_download), ("aria2c -x %d" % args.parallel, aria2c)):
+                    contenders = (
+                        ("hf download", lambda dst: hf_download(hub_url, HF_REPO, HF_COMMIT, dst, args.parallel)),
+                        ("aria2c -x %d" % args.parallel,
+                         lambda dst: aria2c(url, sorted(summary["files"]), dst, args.parallel)))
+                    for label, fetch in contenders:
                         dst = os.path.join(work, "dl")
                         os.makedirs(dst)
-                        if label == "hf download":
-                            got = fetch(hub_url, HF_REPO, HF_COMMIT, dst, args.parallel)
-                        else:
-                            got = fetch(url, sorted(summary["files"]), dst, args.parallel)
+                        got = fetch(dst)
                         if got is not None:
                             t_sync = timed(["sync"])
                             got_bytes = sum(os.path.getsize(os.path.join(dst, n)) for n in summary["files"])

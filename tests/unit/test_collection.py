@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FQ = "blackwell.sglang."
 PLUGIN_NAMES = {kind: sorted(p.stem for p in (ROOT / "plugins" / kind).glob("*.py"))
                 for kind in ("modules", "action", "filter", "module_utils")}
+ALL_PLUGINS = "|".join(sorted(set(sum(PLUGIN_NAMES.values(), []))))
 YAML_DIRS = ("roles", "playbooks", "molecule")
 
 
@@ -27,7 +28,7 @@ def _yaml_files():
 
 
 def _filter_names():
-    sys.path.insert(0, str(ROOT / ".collections"))
+    """Every filter the collection's filter plugins define (tests/conftest.py puts .collections on sys.path)."""
     names = set()
     for stem in PLUGIN_NAMES["filter"]:
         mod = __import__("ansible_collections.blackwell.sglang.plugins.filter." + stem, fromlist=["FilterModule"])
@@ -134,7 +135,7 @@ def test_role_dependencies_are_fqcn():
 def test_tests_import_plugins_one_way():
     """Every plugin is imported as ansible_collections.blackwell.sglang.plugins.<type>.<name>: no file-path
     loading of plugins, no plugins/ directory on sys.path, no ansible.module_utils path patch, no bare name."""
-    bare = re.compile(r"^\s*import (%s)\b" % "|".join(sorted(set(sum(PLUGIN_NAMES.values(), [])))), re.M)
+    bare = re.compile(r"^\s*import (%s)\b" % ALL_PLUGINS, re.M)
     banned = [
         (re.compile(r"spec_from_file_location\([^)]*[\"']plugins[\"']"), "a plugin loaded by file path"),
         (re.compile(r"sys\.path\.(?:insert|append)\([^)]*[\"']plugins[\"']"), "plugins/ on sys.path"),
@@ -142,7 +143,7 @@ def test_tests_import_plugins_one_way():
         (re.compile(r"from ansible\.module_utils\.(%s)\b" % "|".join(PLUGIN_NAMES["module_utils"])),
          "this collection's module_utils under ansible.module_utils"),
         (bare, "a bare plugin import"),
-        (re.compile(r"^\s*from (%s) import" % "|".join(sorted(set(sum(PLUGIN_NAMES.values(), [])))), re.M),
+        (re.compile(r"^\s*from (%s) import" % ALL_PLUGINS, re.M),
          "a plugin imported by its bare module name"),
         (re.compile(r"from ansible\.module_utils import [^\n]*\b(%s)\b" % "|".join(PLUGIN_NAMES["module_utils"])),
          "this collection's module_utils from ansible.module_utils"),
