@@ -670,8 +670,13 @@ class HfSource(object):
         self.description = "hf://%s@%s" % (self.repo, self.rev)
         self.sums = {}
 
-    def download(self, dest_dir, patterns, progress):
-        """Run the helper into ``dest_dir``; returns its JSON report ``{"commit", "files": {name: {size, sha256}}}``."""
+    def download(self, dest_dir, patterns, progress, on_file=None):
+        """Run the helper into ``dest_dir``; returns its JSON report ``{"commit", "files": {name: {size, sha256}}}``.
+
+        ``on_file(name)`` is called once for every file that has appeared at its final name in ``dest_dir`` (checked
+        each tick): huggingface_hub writes into ``.cache/huggingface/download/*.incomplete`` and renames a file into
+        place only once it is complete (huggingface_hub file_download.py ``_chmod_and_move``), so the caller can
+        hash it while the others are still downloading."""
         p = self.params
         for what in ("hf_python", "hf_helper"):
             if not p[what] or not os.path.exists(p[what]):
@@ -691,13 +696,20 @@ class HfSource(object):
         report_path = os.path.join(dest_dir, ".hf-report.json")
         argv += ["--report", report_path]
         seen = [0]
+        landed = set()
 
         def tick():  # the bytes the helper has written so far become progress
             now = tree_bytes(dest_dir)
             progress.add(max(0, now - seen[0]))
             seen[0] = max(seen[0], now)
+            if on_file is None:
+                return
+            for entry in sorted(os.listdir(dest_dir)):
+                if entry not in landed and not entry.startswith(".") and os.path.isfile(os.path.join(dest_dir, entry)):
+                    landed.add(entry)
+                    on_file(entry)
 
-        returncode, tail = follow_process(argv, env, tick, min(progress.interval, 1.0))
+        returncode, tail = follow_process(argv, env, tick, min(progress.interval, 0.5))
         if returncode != 0:
             raise StageError("the hf helper failed (exit %d) downloading %s: %s; re-run resumes what was downloaded"
                              % (returncode, self.description, " | ".join(tail) or "no output"))
@@ -1039,7 +1051,22 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     progress = Progress([], 0, path=progress_file, interval=p["progress_interval"])
     progress.emit("downloading %s" % source.description)
     before = tree_bytes(partial)
-    report = source.download(partial, p["allow_patterns"], progress)
+    # Hash each file as soon as huggingface_hub has renamed it into place, while the rest download: the file is
+    # still in the page cache, and the hashing overlaps the transfer instead of following it.
+    early = {}
+    hasher = ThreadPoolExecutor(max_workers=max(1, p["parallel"]))
+
+    def hash_landed(rel):
+        path = os.path.join(partial, rel)
+        rec = stat_record(path)
+        rec["sha256"] = hash_file(path)
+        return rec
+
+    try:
+        report = source.download(partial, p["allow_patterns"], progress,
+                                 on_file=lambda rel: early.__setitem__(rel, hasher.submit(hash_landed, rel)))
+    finally:
+        hasher.shutdown(wait=True)
     result["copied_bytes"] = max(0, tree_bytes(partial) - before)
     try:
         index = load_index(os.path.join(partial, INDEX_NAME))
@@ -1051,16 +1078,19 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     if missing:
         raise StageError(["%s: named in %s but not downloaded from %s" % (os.path.join(partial, f), INDEX_NAME,
                                                                           source.description) for f in missing])
-    # huggingface_hub writes the files; hash them once here (sha256 against the Hub's LFS sha256 where it has one).
+    # huggingface_hub writes the files; each is hashed once, above as it landed or here (sha256 against the Hub's LFS
+    # sha256 where it has one).
     journal = read_json(os.path.join(partial, JOURNAL)) or {"files": {}}
     stop = threading.Event()
 
     def work(rel):
         path = os.path.join(partial, rel)
-        rec = journal["files"].get(rel)
         now = stat_record(path)
-        if rec and all(rec.get(k) == now[k] for k in STAT_KEYS):
-            return rec
+        # A hash taken while downloading, or by an earlier run, counts only for the very file that is there now.
+        for rec in (early[rel].result() if rel in early and early[rel].exception() is None else None,
+                    journal["files"].get(rel)):
+            if rec and all(rec.get(k) == now[k] for k in STAT_KEYS):
+                return rec
         now["sha256"] = hash_file(path)
         return now
 

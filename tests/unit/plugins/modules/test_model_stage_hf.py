@@ -27,7 +27,7 @@ from test_model_stage_http import SHARDS, mirror_dir, write_sums  # noqa: E402,F
 HELPER = os.path.join(ROOT, "roles", "model_stage", "files", "hf_snapshot.py")
 
 STUB = r'''
-import hashlib, json, os, shutil, sys
+import hashlib, json, os, shutil, sys, time
 argv = sys.argv[1:]
 opts = {}
 for i, a in enumerate(argv):
@@ -40,11 +40,22 @@ files = {}
 for name in sorted(os.listdir(src)):
     if opts.get("--allow-pattern") and name not in opts["--allow-pattern"]:
         continue
-    shutil.copy(os.path.join(src, name), os.path.join(opts["--local-dir"][0], name))
+    # as huggingface_hub does: write beside, rename into place once complete (file_download.py _chmod_and_move)
+    part = os.path.join(opts["--local-dir"][0], "." + name + ".incomplete")
+    shutil.copy(os.path.join(src, name), part)
+    os.replace(part, os.path.join(opts["--local-dir"][0], name))
+    time.sleep(float(os.environ.get("STUB_SLEEP", "0")))
     sha = hashlib.sha256(open(os.path.join(src, name), "rb").read()).hexdigest()
     files[name] = {"size": os.path.getsize(os.path.join(src, name)),
                    "sha256": os.environ.get("STUB_LFS_" + name.replace(".", "_").replace("-", "_"), sha)
                    if name.endswith(".safetensors") else None}
+if os.environ.get("STUB_REWRITE"):  # a file changed after it landed (same size, new bytes)
+    time.sleep(0.3)
+    path = os.path.join(opts["--local-dir"][0], os.environ["STUB_REWRITE"])
+    data = open(path, "rb").read()
+    open(path, "wb").write(data.replace(b" ", b"\t"))
+with open(os.environ["STUB_LOG"] + ".end", "w") as end:
+    end.write(repr(time.time()))
 json.dump({"commit": "c0ffee", "files": files}, open(opts["--report"][0], "w"))
 '''
 
@@ -83,6 +94,30 @@ def test_hf_stages_with_token_only_in_the_environment(stub, tmp_path, module_run
     # the closing progress line counts the index's shards and the staged bytes (the helper knew the list, not us)
     assert result["progress"][-1].startswith("staged 4/4 shards, %.1f/%.1f GB" % ((manifest["total_bytes"] / 1e9,) * 2))
     assert module_runner(model_stage, hf_args(tmp_path, stub))[1]["changed"] is False
+
+
+def test_hf_hashes_each_file_once_as_it_lands(stub, tmp_path, module_runner, monkeypatch):
+    """Files are hashed while the others still download, each once; a file that changed after its early hash
+    is hashed again (the early hash counts only for the same size, mtime and inode)."""
+    monkeypatch.setenv("STUB_SLEEP", "0.3")
+    monkeypatch.setenv("STUB_REWRITE", "config.json")
+    calls, real = [], model_stage.hash_file
+
+    def spy(path, *a, **kw):
+        calls.append((os.path.basename(path), __import__("time").time()))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(model_stage, "hash_file", spy)
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "exit", result
+    helper_end = float((tmp_path / "stub.json.end").read_text())
+    names = [n for n, _ in calls]
+    assert set(SHARDS) <= set(names)
+    assert names.count("config.json") == 2 and all(names.count(n) == 1 for n in set(names) - {"config.json"}), names
+    assert [t for n, t in calls if n == SHARDS[0]][0] < helper_end, "the first shard was hashed only after the download"
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    manifest = json.loads((final / ".manifest.json").read_text())
+    assert manifest["files"]["config.json"]["sha256"] == hashlib.sha256((final / "config.json").read_bytes()).hexdigest()
 
 
 def test_hf_lfs_sha256_mismatch_names_the_file(stub, tmp_path, module_runner, monkeypatch):
