@@ -3,7 +3,7 @@
 
     source scripts/env.sh && python benchmarks/deploy_cost.py [--keep-node] [--top 15]
 
-1. starts a fresh sandbox node (``playbooks/sandbox.yml -e sandbox_fresh=true``, not timed);
+1. builds the stand-ins and the node image as scripts/sandbox-deploy.sh does, starts a fresh sandbox node (``playbooks/sandbox.yml -e sandbox_fresh=true``, not timed);
 2. times ``ansible-playbook deploy.yml`` on it (the first deploy: CUDA toolkit, both builds, the shards, the unit);
 3. times the same command again (the no-op: every task reports ok, ``changed=0``), with Ansible's
    ``ansible.posix.profile_tasks`` callback, and prints the no-op's most expensive tasks and its fact gathering;
@@ -49,6 +49,11 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=15, help="how many of the no-op's tasks to list")
     ap.add_argument("--target", type=float, default=0.25, help="no-op / first deploy allowed (default 0.25)")
     opts = ap.parse_args(argv)
+    # What scripts/sandbox-deploy.sh does before its first playbook: the stand-ins and the node image (no-ops when
+    # their inputs are unchanged).
+    for argv in (["python", "tests/sandbox/build_artifacts.py", "--out", ".sandbox/artifacts"],
+                 ["tests/sandbox/image/build-image.sh"]):
+        subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     try:
         playbook(["playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
         first, first_out = playbook(["deploy.yml"])
