@@ -3,7 +3,8 @@
 
     source scripts/env.sh && python benchmarks/deploy_cost.py [--keep-node] [--top 15]
 
-1. builds the stand-ins and the node image as scripts/sandbox-deploy.sh does, starts a fresh sandbox node (``playbooks/sandbox.yml -e sandbox_fresh=true``, not timed);
+1. builds the stand-ins and the node image as scripts/sandbox-deploy.sh does, then starts a fresh sandbox node
+   (``playbooks/sandbox.yml -e sandbox_fresh=true``; none of it timed);
 2. times ``ansible-playbook deploy.yml`` on it (the first deploy: CUDA toolkit, both builds, the shards, the unit);
 3. times the same command again (the no-op: every task reports ok, ``changed=0``), with Ansible's
    ``ansible.posix.profile_tasks`` callback, and prints the no-op's most expensive tasks and its fact gathering;

@@ -1056,7 +1056,7 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     early = {}
     hasher = ThreadPoolExecutor(max_workers=max(1, p["parallel"]))
 
-    def hash_landed(rel):
+    def hashed(rel):
         path = os.path.join(partial, rel)
         rec = stat_record(path)
         rec["sha256"] = hash_file(path)
@@ -1064,9 +1064,11 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
 
     try:
         report = source.download(partial, p["allow_patterns"], progress,
-                                 on_file=lambda rel: early.__setitem__(rel, hasher.submit(hash_landed, rel)))
+                                 on_file=lambda rel: early.__setitem__(rel, hasher.submit(hashed, rel)))
     finally:
         hasher.shutdown(wait=True)
+    # A file that vanished or failed to read while downloading is simply hashed again below.
+    early = dict((rel, f.result()) for rel, f in early.items() if f.exception() is None)
     result["copied_bytes"] = max(0, tree_bytes(partial) - before)
     try:
         index = load_index(os.path.join(partial, INDEX_NAME))
@@ -1084,15 +1086,12 @@ def stage_hf(module, source, final, partial, current, model_dir, result, progres
     stop = threading.Event()
 
     def work(rel):
-        path = os.path.join(partial, rel)
-        now = stat_record(path)
+        now = stat_record(os.path.join(partial, rel))
         # A hash taken while downloading, or by an earlier run, counts only for the very file that is there now.
-        for rec in (early[rel].result() if rel in early and early[rel].exception() is None else None,
-                    journal["files"].get(rel)):
+        for rec in (early.get(rel), journal["files"].get(rel)):
             if rec and all(rec.get(k) == now[k] for k in STAT_KEYS):
                 return rec
-        now["sha256"] = hash_file(path)
-        return now
+        return hashed(rel)
 
     records, problems = run_pool(sorted(files), work, p["parallel"], stop)
     if problems:

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -104,7 +105,7 @@ def test_hf_hashes_each_file_once_as_it_lands(stub, tmp_path, module_runner, mon
     calls, real = [], model_stage.hash_file
 
     def spy(path, *a, **kw):
-        calls.append((os.path.basename(path), __import__("time").time()))
+        calls.append((os.path.basename(path), time.time()))
         return real(path, *a, **kw)
 
     monkeypatch.setattr(model_stage, "hash_file", spy)
