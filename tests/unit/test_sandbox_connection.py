@@ -13,6 +13,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 @pytest.fixture()
 def loader(monkeypatch):
     """Ansible's connection loader with the repo's ansible.cfg connection_plugins path."""
+    monkeypatch.delenv("SANDBOX_PODMAN_PERSIST", raising=False)
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "ansible.cfg")
     path = REPO / cfg["defaults"]["connection_plugins"]
@@ -22,13 +23,14 @@ def loader(monkeypatch):
     return connection_loader
 
 
-def _connection(loader):
+def _connection(loader, persist=0):
     from ansible.playbook.play_context import PlayContext
 
     ctx = PlayContext()
     ctx.remote_addr = "sglang-sandbox-gpu-0"
     conn = loader.get("podman", ctx, None)
-    conn.set_options(var_options={"inventory_hostname": "sglang-sandbox-gpu-0", "ansible_pipelining": True})
+    conn.set_options(var_options={"inventory_hostname": "sglang-sandbox-gpu-0", "ansible_pipelining": True,
+                                  "ansible_podman_persist_seconds": persist})
     return conn
 
 
@@ -39,7 +41,7 @@ def test_short_name_is_the_pipelined_plugin(loader):
     assert conn.has_pipelining and conn.is_pipelining_enabled()
 
 
-def test_pipelined_module_goes_to_stdin_in_one_exec(loader, monkeypatch):
+def test_without_a_channel_a_pipelined_module_goes_to_stdin_in_one_exec(loader, monkeypatch):
     conn = _connection(loader)
     calls = []
     monkeypatch.setattr(conn, "_podman", lambda cmd, args=None, in_data=None, **kw: (
@@ -50,6 +52,43 @@ def test_pipelined_module_goes_to_stdin_in_one_exec(loader, monkeypatch):
     # Without a module on stdin (a raw command), no -i: the exec must not wait on the controller's stdin.
     conn.exec_command("/bin/sh -c 'echo ~'")
     assert calls[-1] == (["exec"], ["/bin/sh", "-c", "echo ~"], None)
+
+
+def test_with_a_channel_commands_go_through_it_and_fall_back_to_exec(loader, monkeypatch):
+    conn = _connection(loader, persist=30)
+    conn._connected = True
+    plugin = __import__(type(conn).__module__, fromlist=["persist"])
+    sent, execs = [], []
+    monkeypatch.setattr(conn, "_podman", lambda cmd, args=None, in_data=None, **kw: (
+        execs.append((cmd, args, in_data)) or (0, b"exec", b"")))
+
+    def call(path, start_argv, argv, in_data=None):
+        sent.append((start_argv, argv, in_data))
+        return 0, b"channel", b""
+
+    monkeypatch.setattr(plugin.persist, "call", call)
+    assert conn.exec_command("/bin/sh -c 'echo ~'") == (0, b"channel", b"")
+    start_argv, argv, in_data = sent[0]
+    assert argv == ["/bin/sh", "-c", "echo ~"] and in_data is None and not execs
+    # The master holds one `podman exec -i <container>` open, and persists 30 s without a command.
+    assert start_argv[-3:] == ["exec", "-i", "sglang-sandbox-gpu-0"] and start_argv[start_argv.index("--idle") + 1] == "30.0"
+
+    def unavailable(*args, **kwargs):
+        sent.append("try")
+        raise plugin.persist.Unavailable("no master")
+
+    monkeypatch.setattr(plugin.persist, "call", unavailable)
+    assert conn.exec_command("/bin/true", in_data=b"MODULE") == (0, b"exec", b"")
+    assert sent[1:] == ["try", "try"] and execs == [(["exec", "-i"], ["/bin/true"], b"MODULE")]
+
+    def broken(*args, **kwargs):
+        raise EOFError("the container's agent exited")
+
+    from ansible.errors import AnsibleConnectionFailure
+
+    monkeypatch.setattr(plugin.persist, "call", broken)
+    with pytest.raises(AnsibleConnectionFailure, match="agent exited"):
+        conn.exec_command("/bin/true")
 
 
 def test_molecule_scenarios_and_inventories_use_it():

@@ -44,6 +44,18 @@ options:
       - name: ansible_podman_extra_args
     env:
       - name: ANSIBLE_PODMAN_EXTRA_ARGS
+  persist_seconds:
+    description:
+      - How long the container's persistent channel (tests/sandbox/podman_persist.py) stays open without a command,
+        as ssh's ControlPersist keeps a real host's connection. Each command then costs a round trip on a unix socket
+        and a fork in the container instead of a podman exec.
+      - 0 runs every command as its own podman exec (no channel).
+    type: float
+    default: 60
+    env:
+      - name: SANDBOX_PODMAN_PERSIST
+    vars:
+      - name: ansible_podman_persist_seconds
   podman_executable:
     description: The podman executable.
     default: podman
@@ -53,11 +65,22 @@ options:
       - name: ANSIBLE_PODMAN_EXECUTABLE
 """
 
+import importlib.util
+import os
 import shlex
 
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.common.process import get_bin_path
 from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.connection import ConnectionBase, ensure_connect
+from ansible.utils.display import Display
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
+
+display = Display()
+_SPEC = importlib.util.spec_from_file_location(
+    "sandbox_podman_persist", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "podman_persist.py"))
+persist = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(persist)
 
 
 class Connection(PodmanConnection):
@@ -66,14 +89,49 @@ class Connection(PodmanConnection):
     transport = "podman"
     has_pipelining = True
 
+    def _connect(self):
+        """Nothing to open per task: the channel is opened on the first command, the mount on the first file copy."""
+        ConnectionBase._connect(self)
+        self._connected = True
+        return self
+
+    def _mounted(self):
+        """containers.podman's mount of the container's filesystem (put_file and fetch_file copy through it)."""
+        if self._mount_point is None:
+            PodmanConnection._connect(self)
+
+    def put_file(self, in_path, out_path):
+        self._mounted()
+        return super().put_file(in_path, out_path)
+
+    def fetch_file(self, in_path, out_path):
+        self._mounted()
+        return super().fetch_file(in_path, out_path)
+
     @ensure_connect
     def exec_command(self, cmd, in_data=None, sudoable=False):
-        """Run `cmd` in the container; with `in_data` (a pipelined module), on the exec's stdin.
+        """Run `cmd` in the container; with `in_data` (a pipelined module), on its stdin.
 
-        Returns (rc, stdout bytes, stderr bytes), as containers.podman.podman does.
+        Over the persistent channel when persist_seconds > 0, else (or when no channel can be opened) as one
+        `podman exec`. Returns (rc, stdout bytes, stderr bytes), as containers.podman.podman does.
         """
         ConnectionBase.exec_command(self, cmd, in_data=in_data, sudoable=sudoable)
+        argv = shlex.split(to_native(cmd, errors="surrogate_or_strict"))
+        idle = float(self.get_option("persist_seconds") or 0)
+        if idle > 0:
+            podman = [get_bin_path(self.get_option("podman_executable"))]
+            podman += shlex.split(to_native(self.get_option("podman_extra_args") or ""))
+            podman += ["exec", "-i"] + (["--user", self.user] if self.user else []) + [self._container_id]
+            path = persist.socket_path(self._container_id, self.user, podman)
+            for attempt in (1, 2):
+                try:
+                    return persist.call(path, persist.master_argv(path, podman, idle), argv, in_data)
+                except persist.Unavailable as exc:
+                    display.vvvv("podman channel, try %d: %s" % (attempt, exc), host=self._container_id)
+                except (EOFError, OSError) as exc:
+                    raise AnsibleConnectionFailure("the channel into %s broke during %r: %s" % (
+                        self._container_id, cmd, exc))
         args = ["exec", "-i"] if in_data is not None else ["exec"]
         if self.user:
             args.extend(("--user", self.user))
-        return self._podman(args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
+        return self._podman(args, argv, in_data)
