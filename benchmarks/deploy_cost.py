@@ -57,18 +57,22 @@ def main(argv=None):
         subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     try:
         playbook(["playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
-        first, first_out = playbook(["deploy.yml"])
         env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
                    PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
+        first, first_out = playbook(["deploy.yml"], env=env)
         noop, noop_out = playbook(["deploy.yml"], env=env)
     finally:
         if not opts.keep_node:
             subprocess.run(["ansible-playbook", "playbooks/sandbox.yml", "-e", "sandbox_action=destroy"], cwd=ROOT,
                            capture_output=True)
+    first_tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(first_out)]
     tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(noop_out)]
     gathering = [t for t in tasks if t[0].startswith("Gathering Facts")]
     print("first deploy   %7.1f s   recap %s" % (first, recap(first_out)))
     print("no-op re-run   %7.1f s   recap %s" % (noop, recap(noop_out)))
+    print("the first deploy's %d most expensive tasks:" % opts.top)
+    for name, sec in sorted(first_tasks, key=lambda t: -t[1])[:opts.top]:
+        print("  %6.2f s  %s" % (sec, name))
     print("no-op tasks timed %d, %.1f s in all; fact gathering %d x, %.1f s" % (
         len(tasks), sum(t[1] for t in tasks), len(gathering), sum(t[1] for t in gathering)))
     print("the no-op's %d most expensive tasks:" % opts.top)

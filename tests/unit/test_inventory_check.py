@@ -84,3 +84,15 @@ def test_smoke_health_checks_what_sglang_service_deploys(tmp_path):
     shown = json.loads((tmp_path / "smoke.json").read_text())
     assert shown == {"unit": "sglang-kimi.service", "url": "http://127.0.0.1:8000", "name": 'Kimi 100% "K2.5"',
                      "schedulers": 4}
+
+
+def test_facts_are_gathered_once_for_every_stage():
+    """deploy.yml gathers facts in one play (issue 22: seven gatherings cost 7 s of a no-op); every later play reuses
+    them, and that play carries every stage's tag, so `--tags <stage>` still has facts."""
+    plays = yaml.safe_load((ROOT / "playbooks" / "deploy.yml").read_text())
+    gathering = [p for p in plays if p.get("gather_facts", True)]
+    assert [p["name"] for p in gathering] == ["Gather facts once for the whole run"]
+    stage_tags = {t for p in plays[plays.index(gathering[0]) + 1:] for t in p["tags"]}
+    assert set(gathering[0]["tags"]) == stage_tags and "always" not in gathering[0]["tags"]
+    hosts = {h for p in plays[plays.index(gathering[0]) + 1:] for h in p["hosts"].split(":")}
+    assert set(gathering[0]["hosts"].split(":")) == hosts
