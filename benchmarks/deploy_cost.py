@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import sandbox_prep
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+skipped=(\d+)", re.M)
 # profile_tasks lines: "<task name> ------ 1.23s"
@@ -50,11 +52,7 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=15, help="how many of the no-op's tasks to list")
     ap.add_argument("--target", type=float, default=0.25, help="no-op / first deploy allowed (default 0.25)")
     opts = ap.parse_args(argv)
-    # What scripts/sandbox-deploy.sh does before its first playbook: the stand-ins and the node image (no-ops when
-    # their inputs are unchanged).
-    for argv in (["python", "tests/sandbox/build_artifacts.py", "--out", ".sandbox/artifacts"],
-                 ["tests/sandbox/image/build-image.sh"]):
-        subprocess.run(argv, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    sandbox_prep.prepare()
     try:
         playbook(["playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
         env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",

@@ -35,6 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+import sandbox_prep  # noqa: E402
 from stage_bench import make_checkpoint  # noqa: E402
 
 INVENTORY = "inventory/sandbox-fleet"
@@ -123,8 +124,7 @@ def main(argv=None):
     opts = ap.parse_args(argv)
     created = False
     if not all(running(n) for n in NODES + [MIRROR_HOST]):
-        run(["python", "tests/sandbox/build_artifacts.py", "--out", ".sandbox/artifacts"])
-        run(["tests/sandbox/image/build-image.sh"])
+        sandbox_prep.prepare()
         run(["ansible-playbook", "-i", INVENTORY, "playbooks/sandbox.yml", "-e", "@tests/sandbox/fleet.yml"])
         created = True
     bench = os.path.join(ARTIFACTS, "bench-fleet")

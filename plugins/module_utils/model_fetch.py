@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import stat
 import subprocess
 import threading
 import time
@@ -237,20 +238,23 @@ def hash_prefix(path, length=None, chunk=CHUNK_BYTES):
 
 # ---------------------------------------------------------------- http
 
-def tree_bytes(path):
+def tree_bytes(path, top_files=None):
     """Bytes of the regular files under ``path`` (0 when it does not exist); symlinks are neither followed nor
     counted. What a staging directory holds so far: model_stage's progress and copy figures and host_capacity's
-    ``partial_bytes`` (preflight's disk check) are the same count."""
+    ``partial_bytes`` (preflight's disk check) are the same count. With a list ``top_files``, the names of the
+    regular files directly under ``path`` are appended to it in the same walk (model_stage's hf source finds the
+    files huggingface_hub has renamed into place on each progress tick)."""
     total = 0
     for dirpath, _dirnames, filenames in os.walk(path):
         for name in filenames:
-            full = os.path.join(dirpath, name)
             try:
-                st = os.lstat(full)
+                st = os.lstat(os.path.join(dirpath, name))
             except OSError:
                 continue
-            if not os.path.islink(full):
+            if stat.S_ISREG(st.st_mode):
                 total += st.st_size
+                if top_files is not None and dirpath == path:
+                    top_files.append(name)
     return total
 
 

@@ -698,14 +698,15 @@ class HfSource(object):
         seen = [0]
         landed = set()
 
-        def tick():  # the bytes the helper has written so far become progress
-            now = tree_bytes(dest_dir)
+        def tick():  # the bytes the helper has written so far become progress; one walk of dest_dir per tick
+            top = []
+            now = tree_bytes(dest_dir, top)
             progress.add(max(0, now - seen[0]))
             seen[0] = max(seen[0], now)
             if on_file is None:
                 return
-            for entry in sorted(os.listdir(dest_dir)):
-                if entry not in landed and not entry.startswith(".") and os.path.isfile(os.path.join(dest_dir, entry)):
+            for entry in sorted(top):
+                if entry not in landed and not entry.startswith("."):
                     landed.add(entry)
                     on_file(entry)
 
