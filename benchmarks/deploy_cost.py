@@ -10,10 +10,12 @@
    ``ansible.posix.profile_tasks`` callback, and prints the no-op's most expensive tasks and its fact gathering;
 4. prints PASS/FAIL for the target: the no-op takes at most 25 % of the first deploy.
 
-Over the sandbox's connection (tests/sandbox/plugins/connection/podman.py: one ``podman exec -i`` per module, with
-pipelining) a module round trip costs what podman's exec costs (~0.2-0.4 s here); over SSH with pipelining and
-ControlPersist it is one round trip on an open connection, so the per-task figures hold for podman only, while the
-count of tasks and of fact gatherings holds for both. Removes the node at the end unless ``--keep-node``.
+The sandbox's connection (tests/sandbox/plugins/connection/podman.py) holds a persistent channel into the node (the
+counterpart of ssh's ControlPersist): a command costs ~2 ms of transport, and a task costs what Ansible itself
+costs on this machine (the ``local`` row of benchmarks/connection_cost.py). ``SANDBOX_PODMAN_PERSIST=0`` runs one
+``podman exec`` per command instead, which costs about what Ansible's ssh connection costs per command here
+(connection_cost.py's ``ssh`` row; ssh is slower still for template/copy). The counts of tasks and fact gatherings
+hold for every connection. Removes the node at the end unless ``--keep-node``.
 """
 
 import argparse
@@ -66,6 +68,9 @@ def main(argv=None):
     first_tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(first_out)]
     tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(noop_out)]
     gathering = [t for t in tasks if t[0].startswith("Gathering Facts")]
+    persist = os.environ.get("SANDBOX_PODMAN_PERSIST", "")
+    print("connection: %s" % ("one podman exec per command (SANDBOX_PODMAN_PERSIST=0)" if persist == "0"
+                              else "the sandbox's persistent channel"))
     print("first deploy   %7.1f s   recap %s" % (first, recap(first_out)))
     print("no-op re-run   %7.1f s   recap %s" % (noop, recap(noop_out)))
     print("the first deploy's %d most expensive tasks:" % opts.top)
