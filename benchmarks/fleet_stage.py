@@ -15,7 +15,8 @@ fleet network (``http://sglang-fleet-router:8090/``), and the clients are the fl
 2. the mirror's egress: each node reads every file from the mirror with 4 connections and throws the bytes away
    (no disk, no hash), first one node, then all nodes at once;
 3. model_stage on one node, then on all nodes at once (a fresh revision directory each time);
-4. prints one row per run (wall s, bytes, aggregate GB/s) and the fan-out's share of the mirror's egress.
+4. prints one row per run (wall s, bytes, aggregate GB/s, this host's CPU seconds per GB and iowait seconds over
+   the run, every container counted) and the fan-out's share of the mirror's egress.
 
 Every container shares this host's cores, disk and page cache, so the figures are a lower bound for a real fleet,
 where each node hashes on its own cores and writes its own disk and the mirror's NIC is the shared resource: the
@@ -99,7 +100,9 @@ def at_once(argvs):
 def adhoc(nodes, module, args):
     """``ansible`` ad hoc on ``nodes`` at once (forks >= nodes); wall seconds and {host: result}."""
     env = dict(os.environ, ANSIBLE_LOAD_CALLBACK_PLUGINS="true", ANSIBLE_STDOUT_CALLBACK="ansible.posix.json")
-    argv = ["ansible", "-i", INVENTORY, ":".join(nodes), "-m", module, "-a", json.dumps(args)]
+    argv = ["ansible", "-i", INVENTORY, ":".join(nodes), "-m", module]
+    if args:  # ad hoc reads "-a '{...}'" as JSON, but an empty "{}" as a raw parameter
+        argv += ["-a", json.dumps(args)]
     start = time.perf_counter()
     out = run(argv, env=env)
     wall = time.perf_counter() - start
@@ -111,8 +114,28 @@ def adhoc(nodes, module, args):
     return wall, results
 
 
-def row(label, wall, nbytes, note=""):
-    print("%-44s %7.2f s %7.2f GB %7.2f GB/s  %s" % (label, wall, nbytes / GB, nbytes / GB / wall, note))
+def host_cpu():
+    """(busy, iowait) CPU seconds of this whole host so far (/proc/stat's cpu line: user+nice+system+irq+softirq,
+    and iowait); every container's processes count, as they share the host's cores."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / tick, iowait / tick
+
+
+def row(label, wall, nbytes, cpu, note=""):
+    busy, iowait = cpu
+    print("%-40s %6.2f s %5.2f GB %5.2f GB/s  host CPU %5.2f s/GB, iowait %5.2f s  %s" % (
+        label, wall, nbytes / GB, nbytes / GB / wall, busy / (nbytes / GB), iowait, note))
+
+
+def timed(fn, *args):
+    """fn(*args) with the host's CPU seconds over the call: (fn's result, (busy, iowait))."""
+    before = host_cpu()
+    out = fn(*args)
+    after = host_cpu()
+    return out, (after[0] - before[0], after[1] - before[1])
 
 
 def main(argv=None):
@@ -145,20 +168,21 @@ def main(argv=None):
         names = json.dumps(sorted(files))
         drains = {}
         for nodes in ([NODES[0]], NODES):
-            wall, outs = at_once([["podman", "exec", n, "python3", "-c", DRAIN, url, names] for n in nodes])
+            (wall, outs), cpu = timed(at_once, [["podman", "exec", n, "python3", "-c", DRAIN, url, names]
+                                                for n in nodes])
             got = sum(json.loads(o)["bytes"] for o in outs)
             drains[len(nodes)] = got / wall
-            row("mirror egress, %d node(s), discard" % len(nodes), wall, got)
+            row("mirror egress, %d node(s), discard" % len(nodes), wall, got, cpu)
         results = {}
         for i, nodes in enumerate(([NODES[0]], NODES)):
             args = {"name": "Kimi-K2.5", "revision": "bench%d" % i, "source": "http", "url": url.rstrip("/"),
                     "store": STORE, "parallel": opts.parallel, "progress_interval": 1.0}
-            wall, res = adhoc(nodes, "blackwell.sglang.model_stage", args)
+            (wall, res), cpu = timed(adhoc, nodes, "blackwell.sglang.model_stage", args)
             got = sum(r["total_bytes"] for r in res.values())
             assert all(r["verified"] for r in res.values()), res
             last = "; ".join("%s: %s" % (h, r["progress"][-1]) for h, r in sorted(res.items()))
             results[len(nodes)] = got / wall
-            row("model_stage http+sha256, %d node(s)" % len(nodes), wall, got, last)
+            row("model_stage http+sha256, %d node(s)" % len(nodes), wall, got, cpu, last)
         n = len(NODES)
         print("fan-out: %d nodes at once stage %.2f GB/s in all, %.0f %% of the mirror's egress to %d nodes "
               "(%.2f GB/s) and %.2fx one node alone" % (n, results[n] / GB, 100 * results[n] / drains[n], n,
