@@ -1,18 +1,23 @@
 # The sandbox nodes' connection: containers.podman.podman (the `ansible` 12.3.0 package's containers.podman 1.18.0) with
-# pipelining, the way a real host is reached (ssh with ansible.cfg's `[connection] pipelining = true`).
-"""Sandbox connection plugin: podman exec, with Ansible's module pipelining."""
+# pipelining and a persistent channel, the way a real host is reached (ssh with ansible.cfg's
+# `[connection] pipelining = true` and ssh's default ControlPersist).
+"""Sandbox connection plugin: podman, with Ansible's module pipelining and a persistent channel per container."""
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: podman
-short_description: Run tasks in a sandbox node's podman container, one podman exec per module (pipelining)
+short_description: Run tasks in a sandbox node's podman container, one command per module over a persistent channel
 description:
   - The sandbox's stand-in for ssh. It is containers.podman.podman (same options, same file transfer through the
     container's mount), with Ansible's pipelining, which that plugin declares unsupported because it never hands a
     command its stdin.
-  - Without pipelining every module costs five podman execs (home directory, temporary directory, chmod, run, remove),
-    about 1.6 s a task on a 2-core sandbox machine; with it, one exec that reads the module from stdin (about 0.75 s).
-    A real host runs its modules the same way, over ssh with pipelining.
+  - Without pipelining every module costs five commands (home directory, temporary directory, chmod, run, remove);
+    with it, one command that reads the module from stdin. A real host runs its modules the same way, over ssh with
+    pipelining.
+  - Commands run over one persistent channel per container (tests/sandbox/podman_persist.py), as ssh's
+    ControlPersist keeps one connection per host open; a command then costs about 2 ms of transport instead of a
+    podman exec (0.13-0.3 s on a 2-core sandbox machine). O(persist_seconds=0) runs one podman exec per command,
+    which costs about what ssh does per command there (benchmarks/connection_cost.py).
   - It shadows the short name C(podman), which molecule's podman driver writes into its inventories, and which the
     sandbox inventories use; the FQCN containers.podman.podman stays the unpiped plugin.
 extends_documentation_fragment:
@@ -84,7 +89,8 @@ _SPEC.loader.exec_module(persist)
 
 
 class Connection(PodmanConnection):
-    """containers.podman.podman whose exec passes stdin (`podman exec -i`) when Ansible pipes a module into it."""
+    """containers.podman.podman that runs commands over a persistent channel (or `podman exec`), passing stdin when
+    Ansible pipes a module into it."""
 
     transport = "podman"
     has_pipelining = True
