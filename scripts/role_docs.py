@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Render each role's variable table from its meta/argument_specs.yml into README.md.
+"""Render each role's variable table from its meta/argument_specs.yml into the role's README.md.
 
-The README's tables live between `<!-- role-vars:start -->` and `<!-- role-vars:end -->`.
-`scripts/role_docs.py` rewrites them; `scripts/role_docs.py --check` exits 1 when README.md is stale
-(tests/unit/test_readme.py runs the check, so the README cannot drift from the argument specs).
+Each roles/<role>/README.md holds its table between `<!-- role-vars:start -->` and `<!-- role-vars:end -->`; the
+prose around the markers is the role's own and is kept. A role without a README gets one (its title, the argument
+specs' short description and description, then the table). `scripts/role_docs.py` rewrites the tables;
+`scripts/role_docs.py --check` exits 1 and names each stale README (tests/unit/test_readme.py runs the check, so no
+README can drift from the argument specs). Defaults come from the role's defaults/main.yml, their one place.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
-ORDER = ["deployment", "preflight", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage", "sglang_service", "smoke_health",
-         "sglang_router", "monitoring"]
 
 
 def _cell(value) -> str:
@@ -30,20 +30,27 @@ def _cell(value) -> str:
     return "`" + text.replace("|", "\\|") + "`" if text != "" else '`""`'
 
 
-def render() -> str:
-    roles = sorted((p.parent.parent.name for p in ROOT.glob("roles/*/meta/argument_specs.yml")),
-                   key=lambda r: (ORDER.index(r) if r in ORDER else len(ORDER), r))
+def _text(value) -> str:
+    return " ".join(value) if isinstance(value, list) else (value or "")
+
+
+def table(role: str) -> str:
+    """The variable tables of ``role``: one per entry point (main first), with defaults from defaults/main.yml."""
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
+    defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
     out = [START]
-    for role in roles:
-        spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
-        # Defaults live in one place, the role's defaults/main.yml (the argument specs give types and meanings).
-        defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
-        defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
-        out += ["", f"### {role}", "", spec.get("short_description", ""), "",
-                "| variable | type | default | meaning |", "|---|---|---|---|"]
-        for name, opt in (spec.get("options") or {}).items():
-            desc = opt.get("description", "")
-            desc = " ".join(desc) if isinstance(desc, list) else desc
+    for entry in sorted(specs, key=lambda e: (e != "main", e)):
+        spec = specs[entry]
+        if entry != "main":
+            out += ["", f"Entry point `{entry}` (`tasks_from: {entry}`): {_text(spec.get('short_description'))}"]
+        options = spec.get("options") or {}
+        if not options:
+            out += ["", "No variables of its own."]
+            continue
+        out += ["", "| variable | type | default | meaning |", "|---|---|---|---|"]
+        for name, opt in options.items():
+            desc = _text(opt.get("description"))
             default = _cell(defaults[name]) if name in defaults else ("required" if opt.get("required") else "")
             if opt.get("no_log"):
                 desc += " (secret)"
@@ -52,19 +59,33 @@ def render() -> str:
     return "\n".join(out)
 
 
+def readme(role: str, current: str | None) -> str:
+    """The role README with a fresh table: the current prose kept, or a new README when there is none."""
+    if current is not None and START in current and END in current:
+        return current[: current.index(START)] + table(role) + current[current.index(END) + len(END):]
+    spec = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]
+    head = [f"# Role `blackwell.sglang.{role}`", "", _text(spec.get("short_description")), ""]
+    if spec.get("description"):
+        head += [_text(spec["description"]), ""]
+    head += ["## Variables", "", "Generated from `meta/argument_specs.yml` by `scripts/role_docs.py`; defaults from "
+             "`defaults/main.yml` (a unit test fails when this table is stale).", "", ""]
+    return "\n".join(head) + table(role) + "\n"
+
+
 def main(argv: list[str]) -> int:
-    readme = ROOT / "README.md"
-    text = readme.read_text()
-    if START not in text or END not in text:
-        print(f"README.md lacks the {START} / {END} markers", file=sys.stderr)
+    stale = []
+    for spec_file in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+        role = spec_file.parent.parent.name
+        path = ROOT / "roles" / role / "README.md"
+        current = path.read_text() if path.exists() else None
+        new = readme(role, current)
+        if new != current:
+            stale.append(str(path.relative_to(ROOT)))
+            if "--check" not in argv:
+                path.write_text(new)
+    if "--check" in argv and stale:
+        print("stale role variable tables (run scripts/role_docs.py): " + ", ".join(stale), file=sys.stderr)
         return 1
-    new = text[: text.index(START)] + render() + text[text.index(END) + len(END):]
-    if "--check" in argv:
-        if new != text:
-            print("README.md role variable tables are stale: run scripts/role_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    readme.write_text(new)
     return 0
 
 

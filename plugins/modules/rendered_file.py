@@ -127,8 +127,8 @@ def write_candidate(module, dest, data, file_args, validate):
                 module.fail_json(msg="validate must contain %%s: %s" % validate)
             rc, out, err = module.run_command(validate % tmp)
             if rc != 0:
-                module.fail_json(msg="%s refused the new %s (exit %d): %s" % (validate.split()[0], dest, rc,
-                                                                          (err or out).strip()),
+                reason = (err or out).strip()
+                module.fail_json(msg="%s refused the new %s (exit %d): %s" % (validate.split()[0], dest, rc, reason),
                                  exit_status=rc, stdout=out, stderr=err)
     except BaseException:
         if os.path.exists(tmp):

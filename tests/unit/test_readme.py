@@ -1,4 +1,5 @@
-"""README stays true: its role variable tables match meta/argument_specs.yml, and it names the two commands."""
+"""The docs stay true: each role README's variable table matches its meta/argument_specs.yml, and the README names
+the two commands."""
 
 import pathlib
 import subprocess
@@ -13,6 +14,30 @@ def test_role_variable_tables_match_argument_specs():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "role_docs.py"), "--check"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+    roles = sorted(p.parent.parent.name for p in ROOT.glob("roles/*/meta/argument_specs.yml"))
+    assert roles and all((ROOT / "roles" / r / "README.md").exists() for r in roles)
+    readme = (ROOT / "README.md").read_text()
+    assert all("(roles/%s/README.md)" % r in readme for r in roles), "the README links every role's README"
+
+
+def test_a_stale_role_table_is_caught(tmp_path, monkeypatch):
+    """The drift check fails on a role README whose table no longer matches (a new variable in the specs)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("role_docs", ROOT / "scripts" / "role_docs.py")
+    role_docs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(role_docs)
+    current = (ROOT / "roles" / "preflight" / "README.md").read_text()
+    stale = current.replace("| `preflight_", "| `preflight_renamed_", 1)
+    assert role_docs.readme("preflight", stale) == current
+    assert role_docs.readme("preflight", current) == current
+
+
+def test_readme_is_short_and_links_docs_that_exist():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 6500
+    for link in __import__("re").findall(r"\]\(((?:docs|roles)/[^)]+)\)", readme):
+        assert (ROOT / link).exists(), link
 
 
 def test_every_default_is_documented_in_argument_specs():
