@@ -1,7 +1,7 @@
 """Filters for building FlashInfer and SGLang for SM120: arch lists, job counts, release fingerprints,
 patch series, pip constraints and which old releases to prune.
 
-Facts come from ../shared/FIELD_NOTES.md "SM120 builds": FlashInfer's ``FLASHINFER_CUDA_ARCH_LIST`` is
+The facts: FlashInfer's ``FLASHINFER_CUDA_ARCH_LIST`` is
 space-separated and SM120 is ``12.0f`` with CUDA >= 12.9 and ``12.0a`` with 12.8; nvcc peaks at 3-8 GB
 of RAM per job on CUTLASS units, so job counts come from available memory, not from cores.
 """
@@ -27,7 +27,7 @@ def flashinfer_arch_list(compute_capabilities, cuda_version) -> str:
     """Return FlashInfer's ``FLASHINFER_CUDA_ARCH_LIST`` for ``compute_capabilities`` (list of "12.0"...).
 
     Blackwell consumer/workstation parts (major 12) need the family suffix ``f`` (CUDA >= 12.9) or the
-    arch-specific ``a`` (CUDA 12.8); CUDA older than 12.8 cannot build SM12x at all (FIELD_NOTES R13).
+    arch-specific ``a`` (CUDA 12.8); CUDA older than 12.8 cannot build SM12x at all.
     Other capabilities pass through unchanged (e.g. "9.0" -> "9.0a" is not chosen for you).
     Raises AnsibleFilterError naming the CUDA version when SM12x cannot be built.
     """
@@ -67,7 +67,7 @@ def build_jobs(mem_available_mb, cores, gb_per_job=8, headroom=0.25, max_jobs=No
 
     ``mem_available_mb`` is MemAvailable in MiB (/proc/meminfo, or Ansible's
     ``ansible_memory_mb.nocache.free``), ``cores`` the CPU count, ``gb_per_job`` the peak RAM of one
-    nvcc job in GiB (3-8 GB on CUTLASS units, FIELD_NOTES R12), ``headroom`` the fraction kept for the
+    nvcc job in GiB (3-8 GB on CUTLASS units; job counts from cores alone OOM-kill the build), ``headroom`` the fraction kept for the
     linker, pip and the rest of the host. Result is at least 1 and at most ``cores`` (and ``max_jobs``).
     Example: 32 cores, 64 GiB available -> floor(64 x 0.75 / 8) = 6 jobs, not 32.
     Raises AnsibleFilterError on non-numbers or a non-positive ``gb_per_job``.

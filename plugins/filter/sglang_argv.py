@@ -45,7 +45,7 @@ DATA_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 _SNAPSHOTS: dict[str, dict] = {}
 
-# Options removed or replaced in a release, with what to use instead (FIELD_NOTES "Launch").
+# Options removed or replaced in a release, with what to use instead (each checked in that release's server_args.py).
 _REPLACED = {
     "cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
     "enable-dp-attention": "--attn-dp-size",
@@ -195,11 +195,11 @@ def model_family(options: dict, family: str | None = None) -> str:
     return "kimi" if "kimi" in names else ""
 
 
-# Kimi K2 / K2.5 (FIELD_NOTES "Launch", "Kimi tool calls"): kimi_k2 for both parsers (``kimi`` is an older
+# Kimi K2 / K2.5: kimi_k2 for both parsers (``kimi`` is an older
 # reasoning-only format: wrong for K2/K2.5), and the model ships its own code (tokenizer) -> trust-remote-code.
 _KIMI_REQUIRED = (("tool-call-parser", "kimi_k2"), ("reasoning-parser", "kimi_k2"), ("trust-remote-code", True))
 # Options whose values fail on SM120 (compute capability 12.x): trtllm_mla kernels and DeepGEMM are built
-# for SM90/SM100 only; on RTX PRO 6000 Blackwell the MLA default is triton (FIELD_NOTES "Launch").
+# for SM90/SM100 only; on RTX PRO 6000 Blackwell the MLA default is triton.
 _ATTENTION_OPTIONS = ("attention-backend", "decode-attention-backend", "prefill-attention-backend",
                       "speculative-draft-attention-backend")
 _DEEPGEMM_VALUES = {"fp8-gemm-backend": ("deep_gemm", "flashinfer_deepgemm"),
@@ -379,7 +379,7 @@ def sglang_eagle3_options(spec: dict | None, options: dict | None = None, family
     """EAGLE3 speculative-decoding options from ``spec`` (see ``EAGLE3_DEFAULTS``); ``{}`` when disabled.
 
     An MLA target (Kimi) with a non-MLA draft gets ``--speculative-draft-attention-backend`` explicitly
-    (FIELD_NOTES R16: otherwise the draft inherits the target's MLA backend); the backend must be one of
+    (otherwise the draft inherits the target's MLA backend and fails); the backend must be one of
     the release's ``--attention-backend`` choices (the draft flag itself has no choices in 0.5.23).
     Raises AnsibleFilterError listing every problem.
     """

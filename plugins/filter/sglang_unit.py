@@ -16,7 +16,7 @@ import re
 from ansible.errors import AnsibleFilterError
 
 # Time before and after reading the weights: process start, NCCL init, KV allocation, CUDA-graph capture
-# and warmup (minutes on 8 ranks, FIELD_NOTES "Startup"), and the read rate we plan with: 200 MB/s is a
+# and warmup (minutes on 8 ranks: SGLang 0.5.23 logs each phase, and /health answers only after warmup), and the read rate we plan with: 200 MB/s is a
 # cold NFS or a busy disk; local NVMe reads ~1 GB/s (a 547 GB Kimi-K2.5 load takes ~10 minutes).
 DEFAULT_BASE_SEC = 600
 DEFAULT_READ_BYTES_PER_SEC = 200 * 1000 ** 2
@@ -55,7 +55,7 @@ def sglang_unit_errors(timeout_stop_sec, drain_timeout_sec, timeout_start_sec="a
         return [f"TimeoutStopSec {timeout_stop_sec!r} and the drain time {drain_timeout_sec!r} must be whole seconds"]
     if stop <= drain:
         errors.append(f"TimeoutStopSec {stop} s must exceed the drain time {drain} s: on stop SGLang drains in-flight "
-                      f"requests and systemd SIGKILLs whatever is left at TimeoutStopSec, dropping them (R22); "
+                      f"requests and systemd SIGKILLs whatever is left at TimeoutStopSec, dropping them; "
                       f"raise sglang_service_timeout_stop_sec above {drain} (e.g. {drain + 60})")
     try:
         sglang_timeout_start_sec(None, timeout_start_sec)

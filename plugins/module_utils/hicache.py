@@ -12,7 +12,7 @@ hicache_auto_size.py, arg_groups/hicache_hook.py):
   fit in ``--hicache-host-memory-fraction`` (0.8) x the budget, less 5 % slack.
 * Each rank's budget is ``(MemAvailable bounded by the cgroup limit - 10 GiB) / ranks on the host``;
   a pool larger than that fails at allocation with "Not enough host memory available" after the weights
-  have loaded (field cases R7, R8): so the whole host needs ranks x per-rank pool.
+  have loaded, and every rank allocates its own pool: so the whole host needs ranks x per-rank pool.
 * A host pool not larger than the device pool only warns ("L2 cache effectiveness is reduced"); we
   refuse it unless the operator says it is intended.
 
@@ -203,7 +203,7 @@ def shm_errors(shm_size_bytes, ranks, floor_bytes, shm_path="/dev/shm"):
                 "%.1f GiB" % (shm_path, int(ranks), float(floor_bytes) / GIB)]
     if int(shm_size_bytes) < int(floor_bytes):
         return ["%s is %.1f GiB, below the %.1f GiB floor for %d ranks (NCCL shared-memory transport and torch IPC; "
-                "a small /dev/shm fails mid-run with 'failed to extend /dev/shm', R20); enlarge it (containers: "
+                "a small /dev/shm fails mid-run with 'failed to extend /dev/shm'); enlarge it (containers: "
                 "--shm-size or --ipc=host; hosts: the tmpfs size= option) or lower preflight_shm_min_gib"
                 % (shm_path, float(shm_size_bytes) / GIB, float(floor_bytes) / GIB, int(ranks))]
     return []

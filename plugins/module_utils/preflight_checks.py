@@ -17,7 +17,7 @@ __metaclass__ = type
 #   CUDA 13.0 GA >= 580.65.06; CUDA 12.9 GA >= 575.51.03 (12.9 Update 1: 575.57.08);
 #   CUDA 12.8 Update 1 >= 570.124.06 (12.8 GA: 570.26; apt's cuda-toolkit-12-8 installs 12.8.1).
 # The R580 branch is the first that supports CUDA 13.x at all (CUDA 13 on a 570 driver fails
-# with "driver too old", field case R14).
+# with "driver too old"; nothing falls back to the CPU).
 DEFAULT_DRIVER_FLOORS = {"13.0": "580.65.06", "12.9": "575.51.03", "12.8": "570.124.06"}
 
 
@@ -141,6 +141,6 @@ def check_gpus(gpus, compute_apps, expected_count, expected_compute_capability, 
         where = ("GPU %d (%s)" % (gpu["index"], app.get("gpu_uuid"))) if gpu else ("GPU %s" % app.get("gpu_uuid"))
         mem = app.get("used_memory_mib")
         errors.append("%s is in use by PID %d (%s, %s MiB), which is not a process of the unit being replaced; stop "
-                      "it (an orphaned scheduler? R21) before deploying, or list it in preflight_allowed_gpu_pids"
+                      "it (a scheduler orphaned when its server was killed?) before deploying, or list it in preflight_allowed_gpu_pids"
                       % (where, app["pid"], app.get("process_name") or "unknown", "?" if mem is None else mem))
     return errors

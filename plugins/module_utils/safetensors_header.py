@@ -13,7 +13,7 @@ https://github.com/huggingface/safetensors#format):
 * the rest: the byte buffer. ``data_offsets`` are relative to the start of the buffer, END
   exclusive; tensors must cover the buffer exactly, with no holes and no overlap
   (the reference implementation's validation; a buffer shorter than the offsets gives
-  ``MetadataIncompleteBuffer``, which is what a truncated download looks like, field case R15).
+  ``MetadataIncompleteBuffer``, which is what a truncated download looks like).
 
 Sizes: element size in bits per dtype (``DTYPE_BITS``); a tensor takes
 ``prod(shape) * bits / 8`` bytes.

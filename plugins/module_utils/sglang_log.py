@@ -286,7 +286,7 @@ def first_traceback(lines):
     """The first Python traceback in ``lines`` (str, chained parts included) or None.
 
     Later tracebacks are echoes from other ranks or the parent; the ``Received sigquit``
-    line is never part of it (field case R3)."""
+    line is never part of it: it hides the cause."""
     start = None
     for pos, line in enumerate(lines):
         if TRACEBACK_START in line:
@@ -339,7 +339,7 @@ def crash_phase(lines, failure_at, error, died=None, traceback=None):
     a failed CUDA graph capture -> the capture phase of that rank (``decode_graph_capture`` when unknown); a
     traceback through the tokenizer/processor loaders -> ``tokenizer_load``. Otherwise the phase the failing
     rank had reached before line ``failure_at`` (a rank that never logged died as it started); ``config`` when
-    the parent failed on config.json before any scheduler phase (a staging error, field case R3); ``serving`` for a
+    the parent failed on config.json before any scheduler phase (a staging error: an empty config.json); ``serving`` for a
     failure after the ready line."""
     if failure_at is None:
         return None
@@ -599,7 +599,7 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     3. main process gone (``main_process_gone``: Result != success, or MainPID 0 with ExecMainCode
        set, or failed/inactive) -> crashed, whatever ActiveState says (deactivating, auto-restart);
     4. a traceback, dead-rank, SIGQUIT or fatal line in the log -> crashed (the parent may still run);
-    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, field case R1);
+    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the parent keeps answering);
     6. ``/health`` 200 with tp_size schedulers -> ready;
     7. neither the log, nor the tree's I/O and page faults, nor the GPU memory of the unit's processes changed for
        ``stall_timeout`` s -> stalled (with a hint at ACS/IOMMU when the GPUs are busy all the same);
@@ -664,7 +664,7 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     if seen_full and not full:
         return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
                         reason="only %d of %d scheduler processes are alive (all %d were seen earlier); a rank died "
-                               "while the parent keeps running (field case R1)" % (schedulers, tp_size, tp_size))
+                               "while the parent keeps running (an NCCL abort kills schedulers, not the parent)" % (schedulers, tp_size, tp_size))
 
     if last.get("http_code") == 200 and full:
         return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive"

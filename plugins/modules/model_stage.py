@@ -769,8 +769,8 @@ def check_json_file(path):
     except (IOError, OSError) as exc:
         return "%s: cannot read (%s)" % (path, exc.strerror or exc)
     if not raw.strip():
-        return ("%s: file is empty, expected JSON (an empty config.json makes every scheduler crash, field case "
-                "R3); fetch it again" % path)
+        return ("%s: file is empty, expected JSON (an empty config.json makes every scheduler crash, "
+                "and the server logs only 'Received sigquit'); fetch it again" % path)
     try:
         json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:

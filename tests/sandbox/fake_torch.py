@@ -20,7 +20,7 @@ What the package answers (the subset the release probe uses):
   /etc/sandbox/torch.json -- drop sm_120 there to simulate a torch without SM120 kernels;
 * one kernel op: ``torch.ones(4, device="cuda").sum().item() == 4.0``. On a CUDA device whose capability
   (``sm_<major><minor>``) is not in the arch list it raises ``RuntimeError: CUDA error: no kernel image is
-  available for execution on the device``, the classic SM120 failure (FIELD_NOTES R11);
+  available for execution on the device``, the classic SM120 failure of a build without sm_120 kernels;
 * ``torch.utils.cpp_extension._get_cuda_arch_flags`` and ``_get_num_workers``: torch's own functions, their
   text copied from the real torch wheel when the artifacts are built (real_sources.torch_cpp_extension;
   ``cpp_extension=`` below), so a build stand-in that imports them derives nvcc flags from

@@ -380,7 +380,7 @@ def test_nccl_abort_after_ready(start, ckpt):
     sim.wait_ready()
     assert sim.wait_exit(10) == -signal.SIGKILL
     assert re.search(r"Subprocess scheduler_\d \(pid=\d+\) crashed with exit code -6\. Triggering SIGQUIT", sim.log)
-    # field case R1 (parent keeps answering with its schedulers gone), e.g. releases without the watchdog
+    # an NCCL abort (the parent keeps answering with its schedulers gone), e.g. releases without the watchdog
     r1 = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_FAULT": "nccl_abort_after_ready:survive"})
     r1.wait_ready()
     r1.wait_for(lambda: not [c for c in r1.children() if b"scheduler" in c[1]], 5, "schedulers gone")

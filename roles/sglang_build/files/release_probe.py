@@ -3,7 +3,8 @@
     <release>/venv/bin/python release_probe.py --capability 12.0 [--capability ...] [--cuda 13.0]
         [--cuobjdump /usr/local/cuda-13.0/bin/cuobjdump] [--kernel-distribution sglang-kernel ...]
 
-Checks (FIELD_NOTES "SM120 builds", R11): sglang, flashinfer and torch import; versions; CUDA is
+Checks (a build without sm_120 kernels imports fine and fails at the first kernel with "no kernel image is
+available"): sglang, flashinfer and torch import; versions; CUDA is
 available; ``torch.cuda.get_arch_list()`` holds ``sm_<XY>`` for every expected capability; one small kernel
 op (``torch.ones(4, device="cuda").sum()``) runs on GPU 0; FlashInfer's compiled archs cover every
 capability (``12.0f`` covers 12.0 and 12.1, ``12.0a``/``12.0`` only 12.0); torch's CUDA matches ``--cuda``.

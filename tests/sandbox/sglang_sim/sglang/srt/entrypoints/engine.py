@@ -217,7 +217,7 @@ def launch_subprocesses(args, hf_config):
 
 def start_watchdog(schedulers, detok):
     """The SubprocessWatchdog; the fault ``nccl_abort_after_ready:survive`` leaves it out, as releases before the
-    watchdog behaved (field case R1: the parent keeps answering with its schedulers gone)."""
+    watchdog behaved (an NCCL abort kills the schedulers and the parent keeps answering with them gone)."""
     kind, arg, rest = sim_config.fault()
     if kind == "nccl_abort_after_ready" and "survive" in (arg, rest):
         return SubprocessWatchdog([], [])
