@@ -4,7 +4,7 @@
     source scripts/env.sh && python benchmarks/deploy_cost.py [--keep-node] [--top 15]
 
 1. builds the stand-ins and the node image as scripts/sandbox-deploy.sh does, then starts a fresh sandbox node
-   (``playbooks/sandbox.yml -e sandbox_fresh=true``; none of it timed);
+   (``tests/sandbox/playbooks/sandbox.yml -e sandbox_fresh=true``; none of it timed);
 2. times ``ansible-playbook deploy.yml`` on it (the first deploy: CUDA toolkit, both builds, the shards, the unit);
 3. times the same command again (the no-op: every task reports ok, ``changed=0``), with Ansible's
    ``ansible.posix.profile_tasks`` callback, and prints the no-op's most expensive tasks and its fact gathering;
@@ -56,14 +56,14 @@ def main(argv=None):
     opts = ap.parse_args(argv)
     sandbox_prep.prepare()
     try:
-        playbook(["playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
+        playbook(["tests/sandbox/playbooks/sandbox.yml", "-e", "sandbox_fresh=true"])
         env = dict(os.environ, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
                    PROFILE_TASKS_TASK_OUTPUT_LIMIT="all")
         first, first_out = playbook(["deploy.yml"], env=env)
         noop, noop_out = playbook(["deploy.yml"], env=env)
     finally:
         if not opts.keep_node:
-            subprocess.run(["ansible-playbook", "playbooks/sandbox.yml", "-e", "sandbox_action=destroy"], cwd=ROOT,
+            subprocess.run(["ansible-playbook", "tests/sandbox/playbooks/sandbox.yml", "-e", "sandbox_action=destroy"], cwd=ROOT,
                            capture_output=True)
     first_tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(first_out)]
     tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(noop_out)]

@@ -6,7 +6,7 @@ SGLANG_ANSIBLE_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export SGLANG_ANSIBLE_REPO
 # runc + ulimits that fit this kind of host (see tests/sandbox/containers.conf)
 export CONTAINERS_CONF="$SGLANG_ANSIBLE_REPO/tests/sandbox/containers.conf"
-# Memory limit (cgroup) of every sandbox node, molecule's and playbooks/sandbox.yml's: /proc/meminfo in a container
+# Memory limit (cgroup) of every sandbox node, molecule's and tests/sandbox/playbooks/sandbox.yml's: /proc/meminfo in a container
 # is the VM's, so a node's own limit is what makes its HiCache budget its own (SGLang and preflight both read it).
 # 13.5 GiB: SGLang's 10 GiB reserve plus a few GB for the stand-in host pools (molecule/faults sizes a case by it).
 export SANDBOX_NODE_MEMORY="${SANDBOX_NODE_MEMORY:-13824m}"

@@ -4,7 +4,7 @@
 # Usage: scripts/sandbox-deploy.sh [extra ansible-playbook args, e.g. --check or -v]
 #        scripts/sandbox-deploy.sh --destroy      (removes the node(s) and their network; nothing else)
 # Another sandbox inventory (scripts/sandbox-fleet.sh uses this): SANDBOX_INVENTORY=inventory/sandbox-fleet
-# SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for playbooks/sandbox.yml).
+# SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for tests/sandbox/playbooks/sandbox.yml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -15,7 +15,7 @@ inventory="${SANDBOX_INVENTORY:-inventory/sandbox}"
 sandbox_args=(-i "$inventory")
 if [ -n "${SANDBOX_VARS:-}" ]; then sandbox_args+=(-e "@$SANDBOX_VARS"); fi
 if [ "${1:-}" = "--destroy" ]; then
-  exec ansible-playbook "${sandbox_args[@]}" playbooks/sandbox.yml -e sandbox_action=destroy
+  exec ansible-playbook "${sandbox_args[@]}" tests/sandbox/playbooks/sandbox.yml -e sandbox_action=destroy
 fi
 start=$(date +%s)
 echo "== stand-ins (tests/sandbox/build_artifacts.py)"
@@ -23,7 +23,7 @@ python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
 echo "== node image"
 tests/sandbox/image/build-image.sh
 echo "== sandbox node(s) of $inventory"
-ansible-playbook "${sandbox_args[@]}" playbooks/sandbox.yml
+ansible-playbook "${sandbox_args[@]}" tests/sandbox/playbooks/sandbox.yml
 echo "== deploy.yml"
 ansible-playbook -i "$inventory" deploy.yml "$@"
 echo "== done in $(( $(date +%s) - start )) s; health reports in reports/"

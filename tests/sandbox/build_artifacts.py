@@ -7,7 +7,7 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     bin/nvidia-smi               fake nvidia-smi (copy of fake_nvidia_smi.py); node: /usr/bin/nvidia-smi -> it
     bin/gpu-hog                  a foreign process that holds a GPU (copy of gpu_hog.py), for preflight tests
     bin/fake-hub                 the loopback model mirror (copy of fake_hub.py); node: the sandbox-model-mirror
-                                 unit serves models/ on 127.0.0.1:8081 (playbooks/sandbox_prepare.yml)
+                                 unit serves models/ on 127.0.0.1:8081 (tests/sandbox/playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
                                  copy it to /etc/sandbox/gpus.json (writable) and edit to inject faults
     cuda-repo/debian12/x86_64/   signed flat apt repo (node URL file:///srv/sandbox/cuda-repo/debian12/x86_64/);

@@ -13,7 +13,7 @@ distribution's Prometheus 2.42, Alertmanager 0.25 and node exporter 1.5) are the
     <out>/debian-repo/              Packages(.gz) Release InRelease Release.gpg  *.deb
     <out>/debian-repo/sandbox-debian-keyring.gpg   the public key (the cuda-repo's throwaway key)
 
-``playbooks/sandbox_prepare.yml`` points the node's ``/etc/apt/sources.list.d/debian.sources`` here
+``tests/sandbox/playbooks/sandbox_prepare.yml`` points the node's ``/etc/apt/sources.list.d/debian.sources`` here
 (``file:///srv/sandbox/debian-repo/``, ``Signed-By`` that keyring): the node installs from a local mirror as an
 air-gapped host would. ``ROOTS`` is the role's default host compiler; the closure is every package those
 need (Depends and Pre-Depends, recursively, no Recommends: the roles install without them), as resolved by the controller's apt -- the

@@ -72,8 +72,8 @@ def test_the_tarball_ships_the_product_and_leaves_the_harness_out(tarball):
                    "tests/sanity/ignore-2.19.txt"):
         assert wanted in names, wanted
     for unwanted in (".collections", "tests/sandbox", "tests/unit", "tests/contract", "molecule", "benchmarks",
-                     "scripts", "inventory", ".venv", ".sandbox", ".cache", "playbooks/sandbox.yml",
-                     "playbooks/sandbox_prepare.yml", "deploy.yml", "ansible.cfg"):
+                     "scripts", "inventory", ".venv", ".sandbox", ".cache", "tests/sandbox/playbooks/sandbox.yml",
+                     "tests/sandbox/playbooks/sandbox_prepare.yml", "deploy.yml", "ansible.cfg"):
         assert not [n for n in names if n == unwanted or n.startswith(unwanted + "/")], unwanted
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 

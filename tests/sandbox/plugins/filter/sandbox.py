@@ -1,4 +1,4 @@
-"""Filters for the podman sandbox (playbooks/sandbox.yml)."""
+"""Filters for the podman sandbox (tests/sandbox/playbooks/sandbox.yml)."""
 
 from __future__ import annotations
 
