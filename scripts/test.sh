@@ -30,11 +30,11 @@ tests/contract/install_real_router.sh
 # without it, as they did on every clean clone before) and the molecule scenarios mount them.
 step "stand-ins (.sandbox/artifacts, a no-op when their recipes are unchanged)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
-step "unit and contract tests"
+step "unit, stand-in and contract tests"
 # The hf source's test against the real huggingface_hub: the controller venv's is the pinned 2.4.0 the nodes install.
 export MODEL_STAGE_HF_PYTHON="${MODEL_STAGE_HF_PYTHON:-$PWD/.venv/bin/python}"
 # On both cores (pytest-xdist): each test owns its temporary paths and ports.
-python -m pytest -q -rs -n 2 tests/unit tests/contract
+python -m pytest -q -rs -n 2 tests/unit tests/standins tests/contract
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS

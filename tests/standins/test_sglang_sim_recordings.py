@@ -1,6 +1,6 @@
 """Recorded simulator logs (fixtures/sglang_logs/sim_*.log) and a guard that they still match the simulator.
 
-Regenerate them with ``python tests/unit/test_sglang_sim_recordings.py`` (runs the SGLang 0.5.23 simulator
+Regenerate them with ``python tests/standins/test_sglang_sim_recordings.py`` (runs the SGLang 0.5.23 simulator
 on 127.0.0.1 for each scenario and stores its stderr+stdout; the temporary checkpoint and package paths are replaced by
 /srv/models/Kimi-K2.5/current and the release venv's site-packages). The live test re-runs two scenarios and checks parse_log reads the same
 verdict-relevant facts as from the recording.
@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXDIR = Path(__file__).resolve().parent / "fixtures" / "sglang_logs"
+FIXDIR = ROOT / "tests" / "unit" / "fixtures" / "sglang_logs"
 MODEL = "/srv/models/Kimi-K2.5/current"
 SITE = "/opt/sglang/current/venv/lib/python3.11/site-packages"
 _spec = importlib.util.spec_from_file_location("crash_to_verdict", ROOT / "benchmarks" / "crash_to_verdict.py")
