@@ -71,7 +71,7 @@ def test_the_tarball_ships_the_product_and_leaves_the_harness_out(tarball):
                    "plugins/data/sglang_router_cli_0.3.2.json", "roles/model_stage/files/hf_snapshot.py",
                    "tests/sanity/ignore-2.19.txt"):
         assert wanted in names, wanted
-    for unwanted in (".collections", "tests/sandbox", "tests/unit", "tests/standins", "tests/contract", "molecule", "benchmarks",
+    for unwanted in (".collections", "tests/sandbox", "tests/unit", "tests/standins", "tests/contract", "molecule", ".config", "benchmarks",
                      "scripts", "inventory", ".venv", ".sandbox", ".cache", "tests/sandbox/playbooks/sandbox.yml",
                      "tests/sandbox/playbooks/sandbox_prepare.yml", "deploy.yml", "ansible.cfg"):
         assert not [n for n in names if n == unwanted or n.startswith(unwanted + "/")], unwanted
