@@ -94,8 +94,10 @@ def read_exact(stream, size):
     return data
 
 
-def read_head(stream):
-    return json.loads(read_exact(stream, struct.unpack("!I", read_exact(stream, 4))[0]))
+def read_head(stream, first=b""):
+    """One frame's JSON header; ``first`` holds the bytes of its length prefix a caller has already read."""
+    prefix = first + read_exact(stream, 4 - len(first))
+    return json.loads(read_exact(stream, struct.unpack("!I", prefix)[0]))
 
 
 def socket_path(container, user, podman_args):
@@ -128,8 +130,8 @@ def call(path, start_argv, argv, in_data=None, start_timeout=20.0):
     """Run ``argv`` (list of str) in the container through the master at ``path``; returns (rc, stdout, stderr).
 
     Starts the master (``start_argv``, from master_argv()) under a lock when none listens. Raises Unavailable when
-    no master answers before the request is sent, and EOFError/OSError when the channel breaks after it was sent (the command may or may
-    not have run, as with an ssh connection that drops).
+    no master answers before the request is sent, and EOFError/OSError when the channel breaks after it was sent
+    (the command may or may not have run, as with an ssh connection that drops).
     """
     sock = _connect(path)
     if sock is None:
@@ -160,7 +162,7 @@ def call(path, start_argv, argv, in_data=None, start_timeout=20.0):
         if not first:
             # Closed without a byte: a master that was exiting (idle) never took the request.
             raise Unavailable("the podman master at %s closed before taking the request" % path)
-        head = json.loads(read_exact(stream, struct.unpack("!I", first + read_exact(stream, 4 - len(first)))[0]))
+        head = read_head(stream, first)
         if "error" in head:
             raise EOFError(head["error"])
         return head["rc"], read_exact(stream, head["out"]), read_exact(stream, head["err"])
@@ -221,7 +223,10 @@ class Master:
                 try:
                     write_frame(self.agent.stdin, {"id": rid, "argv": head["argv"], "stdin": head["stdin"]}, data)
                 except OSError:
+                    # The agent's stdin is gone (the container stopped): no reply will come, so fail this request
+                    # now rather than wait on it forever (which would also keep the master from ever idling out).
                     self.pending.pop(rid, None)
+                    slot[0].set()
             slot[0].wait()
             with self.lock:
                 self.busy -= 1

@@ -113,3 +113,28 @@ def test_no_container_means_no_master_and_the_caller_falls_back(channel):
     with pytest.raises(persist.Unavailable, match="did not start"):
         run(["true"], exec_cmd=("false",))
     assert not _masters(path)
+
+
+# An agent that says hello, then closes its stdin and stays alive: the master's next write to it fails.
+DEAF_AGENT = (
+    "import json, os, struct, sys, time\n"
+    "head = json.dumps({'id': -1, 'rc': 0, 'out': 0, 'err': 0}).encode()\n"
+    "sys.stdout.buffer.write(struct.pack('!I', len(head)) + head); sys.stdout.flush()\n"
+    "os.close(0); time.sleep(30)\n")
+
+
+def test_an_agent_that_stops_reading_fails_the_request_instead_of_hanging(channel):
+    run, path = channel
+    errors = []
+
+    def call():
+        try:
+            run(["true"], exec_cmd=("python3", "-c", DEAF_AGENT))
+        except EOFError as exc:
+            errors.append(str(exc))
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(15)
+    assert not t.is_alive(), "the request hung on an agent that no longer reads"
+    assert errors and "agent exited" in errors[0]
