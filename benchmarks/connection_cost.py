@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,7 +88,8 @@ def main(argv=None):
         transports = [
             ("podman exec", "%s ansible_connection=podman" % NAME, {"SANDBOX_PODMAN_PERSIST": "0"}),
             ("podman channel", "%s ansible_connection=podman" % NAME, {}),
-            ("ssh", "127.0.0.1 ansible_connection=ssh ansible_user=root ansible_python_interpreter=/usr/bin/python3", {"ANSIBLE_HOST_KEY_CHECKING": "false"}),
+            ("ssh", "127.0.0.1 ansible_connection=ssh ansible_user=root ansible_python_interpreter=/usr/bin/python3",
+             {"ANSIBLE_HOST_KEY_CHECKING": "false"}),
             ("local", "localhost ansible_connection=local ansible_python_interpreter=%s" % sys.executable, {}),
         ]
         rows = {}
@@ -109,7 +111,7 @@ def main(argv=None):
             print("%-16s" % label + "".join("%10.3f" % got.get(k, float("nan")) for k in kinds))
     finally:
         subprocess.run(["podman", "rm", "-f", NAME], capture_output=True)
-        subprocess.run(["rm", "-rf", tmp])
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

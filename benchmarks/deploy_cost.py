@@ -63,7 +63,8 @@ def main(argv=None):
         noop, noop_out = playbook(["deploy.yml"], env=env)
     finally:
         if not opts.keep_node:
-            subprocess.run(["ansible-playbook", "tests/sandbox/playbooks/sandbox.yml", "-e", "sandbox_action=destroy"], cwd=ROOT,
+            subprocess.run(["ansible-playbook", "tests/sandbox/playbooks/sandbox.yml", "-e", "sandbox_action=destroy"],
+                           cwd=ROOT,
                            capture_output=True)
     first_tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(first_out)]
     tasks = [(name.strip(), float(sec)) for name, sec in PROFILE.findall(noop_out)]

@@ -9,9 +9,9 @@ fleet network (``http://sglang-fleet-router:8090/``), and the clients are the fl
 (inventory/sandbox-fleet); each stages with the collection's own module, ``blackwell.sglang.model_stage``
 (``source: http``, full sha256, durable before it records a file), run by ``ansible`` ad hoc on all nodes at once.
 
-1. creates the fleet sandbox nodes when they are not running (``tests/sandbox/playbooks/sandbox.yml -e @tests/sandbox/fleet.yml``;
-   the nodes only, no deploy; not timed) and writes a real-format checkpoint of ``--gb`` GB into the stand-in
-   artifacts directory, which every container sees at /srv/sandbox;
+1. creates the fleet sandbox nodes when they are not running (``tests/sandbox/playbooks/sandbox.yml
+   -e @tests/sandbox/fleet.yml``; the nodes only, no deploy; not timed) and writes a real-format checkpoint of
+   ``--gb`` GB into the stand-in artifacts directory, which every container sees at /srv/sandbox;
 2. the mirror's egress: each node reads every file from the mirror with 4 connections and throws the bytes away
    (no disk, no hash), first one node, then all nodes at once;
 3. model_stage on one node, then on all nodes at once (a fresh revision directory each time);
@@ -92,7 +92,8 @@ def at_once(argvs):
     for argv, proc in zip(argvs, procs):
         out, err = proc.communicate()
         if proc.returncode != 0:
-            raise SystemExit("%s failed (rc %d):\n%s" % (" ".join(argv[:6]), proc.returncode, out[-2000:] + err[-2000:]))
+            raise SystemExit("%s failed (rc %d):\n%s" % (" ".join(argv[:6]), proc.returncode,
+                                                         out[-2000:] + err[-2000:]))
         outs.append(out)
     return time.perf_counter() - start, outs
 
@@ -148,7 +149,8 @@ def main(argv=None):
     created = False
     if not all(running(n) for n in NODES + [MIRROR_HOST]):
         sandbox_prep.prepare()
-        run(["ansible-playbook", "-i", INVENTORY, "tests/sandbox/playbooks/sandbox.yml", "-e", "@tests/sandbox/fleet.yml"])
+        run(["ansible-playbook", "-i", INVENTORY, "tests/sandbox/playbooks/sandbox.yml", "-e",
+             "@tests/sandbox/fleet.yml"])
         created = True
     bench = os.path.join(ARTIFACTS, "bench-fleet")
     shutil.rmtree(bench, ignore_errors=True)

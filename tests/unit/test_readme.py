@@ -2,6 +2,7 @@
 the two commands."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -36,7 +37,7 @@ def test_a_stale_role_table_is_caught(tmp_path, monkeypatch):
 def test_readme_is_short_and_links_docs_that_exist():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) < 6500
-    for link in __import__("re").findall(r"\]\(((?:docs|roles)/[^)]+)\)", readme):
+    for link in re.findall(r"\]\(((?:docs|roles)/[^)]+)\)", readme):
         assert (ROOT / link).exists(), link
 
 
