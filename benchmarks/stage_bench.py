@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 # The checkout as the collection blackwell.sglang (.collections links to the repository root).
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-from ansible_collections.blackwell.sglang.plugins.modules import model_stage  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_staging import stage  # noqa: E402
 
 
 def save_u8_tensors(tensors, path, metadata=None):
@@ -244,7 +244,7 @@ def noop_time(url, store, revision, parallel, repeat):
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        result = model_stage.stage(Module(params(url, store, revision, parallel)))
+        result = stage(Module(params(url, store, revision, parallel)))
         times.append(time.perf_counter() - start)
         assert result["changed"] is False and result["copied_bytes"] == 0, result
     return min(times)

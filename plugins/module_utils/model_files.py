@@ -26,6 +26,8 @@ import json
 import os
 import re
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import INDEX_NAME
+
 __metaclass__ = type
 
 # transformers 5.19.0 utils/__init__.py: CONFIG_NAME, IMAGE_PROCESSOR_NAME (= FEATURE_EXTRACTOR_NAME),
@@ -35,6 +37,9 @@ CONFIG_FILES = ("config.json", "tokenizer_config.json", "preprocessor_config.jso
 CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 # Optional entries of a tokenizer's vocab_files_names: the fast tokenizer's JSON beside a slow tokenizer.
 OPTIONAL_VOCAB_KEYS = ("tokenizer_file",)
+# Weight files: outside the index's shards they are left out of a staging (select_files), and the hf source's plan
+# fetches none of them (model_sources.HfSource.plan).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".ckpt")
 _RELATIVE_IMPORTS = (re.compile(r"^\s*import\s+\.(\S+)\s*$", re.MULTILINE),
                      re.compile(r"^\s*from\s+\.(\S+)\s+import", re.MULTILINE))
 
@@ -194,3 +199,27 @@ def symlinks(root, files):
             out.append("%s: is a symlink to %s; stage real files (copy or hardlink), not links into a cache"
                        % (path, os.readlink(path)))
     return out
+
+
+def select_files(names, shards, is_dir=None):
+    """Split candidate ``names`` (a source's listing) into (files to stage: a set, skipped: a sorted list).
+
+    Staged: every shard in ``shards``, the index, and each other top-level file that is not a weight file; skipped
+    (reported, not staged): directories (``is_dir``), nested names, and weight files the index does not name
+    (another format's copy of the weights). Hidden names are neither."""
+    files, skipped = set(shards), []
+    files.add(INDEX_NAME)
+    for entry in sorted(names):
+        if entry.startswith(".") or "/." in entry:
+            continue
+        if entry in shards or entry == INDEX_NAME:
+            continue
+        if is_dir is not None and is_dir(entry):
+            skipped.append(entry + "/")
+        elif "/" in entry:
+            skipped.append(entry)
+        elif entry.lower().endswith(WEIGHT_SUFFIXES):
+            skipped.append(entry)
+        else:
+            files.add(entry)
+    return files, skipped

@@ -11,6 +11,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import durable_files
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_verify
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SHARDS = ["model-00001-of-000003.safetensors", "model-00002-of-000003.safetensors", "model-00003-of-000003.safetensors"]
@@ -91,9 +96,9 @@ def test_rerun_is_a_stat_only_noop(source, tmp_path, module_runner, monkeypatch)
     def no_hashing(*a, **k):
         raise AssertionError("a no-op run must not read file contents")
 
-    monkeypatch.setattr(model_stage, "copy_and_hash", no_hashing)
-    monkeypatch.setattr(model_stage, "hash_file", no_hashing)
-    monkeypatch.setattr(model_stage, "verify_shard", no_hashing)
+    for where, name in ((model_sources, "copy_and_hash"), (model_sources, "hash_file"), (durable_files, "hash_prefix"),
+                        (model_verify, "verify_shard"), (model_staging, "verify_shard")):
+        monkeypatch.setattr(where, name, no_hashing)
     kind, result = module_runner(model_stage, args(source, tmp_path))
     assert kind == "exit", result
     assert result["changed"] is False and result["copied_bytes"] == 0 and result["verified"] is True
@@ -151,7 +156,7 @@ def test_missing_shards_fail_before_copying(source, tmp_path, module_runner):
 
 def test_not_enough_space_gives_both_numbers(source, tmp_path, module_runner, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000))
+    monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000))
     kind, result = module_runner(model_stage, args(source, tmp_path))
     assert kind == "fail"
     assert "not enough free space in %s: need 0.0 GB" % (tmp_path / "store") in result["msg"]
@@ -160,30 +165,30 @@ def test_not_enough_space_gives_both_numbers(source, tmp_path, module_runner, mo
 
 def test_space_check_in_gb(source, tmp_path, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(0, 0, 100 * 10 ** 9))
-    monkeypatch.setattr(model_stage.PathSource, "plan", lambda self: {
+    monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: usage(0, 0, 100 * 10 ** 9))
+    monkeypatch.setattr(model_sources.PathSource, "plan", lambda self: {
         "index": {"shards": ["a"], "total_size": None, "tensors_by_shard": {}}, "files": ["a"],
         "sizes": {"a": 547 * 10 ** 9}, "skipped": [], "sha256": {}})
-    with pytest.raises(model_stage.StageError) as err:
-        model_stage.stage(FakeModule(args(source, tmp_path, link_mode="copy"), check_mode=True))
+    with pytest.raises(model_store.StageError) as err:
+        model_staging.stage(FakeModule(args(source, tmp_path, link_mode="copy"), check_mode=True))
     assert "need 574.4 GB (547.0 GB still to copy + 5%), 100.0 GB free" in str(err.value)
 
 
 def test_interrupted_copy_resumes(source, tmp_path, module_runner, monkeypatch):
-    real = model_stage.copy_and_hash
+    real = model_sources.copy_and_hash
     calls = []
 
-    def flaky(src, dst, buffer_bytes=model_stage.BUFFER_BYTES, on_bytes=None):
+    def flaky(src, dst, *a, **kw):
         calls.append(src)
         if src.endswith(SHARDS[1]):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(src, dst, buffer_bytes, on_bytes)
+        return real(src, dst, *a, **kw)
 
-    monkeypatch.setattr(model_stage, "copy_and_hash", flaky)
+    monkeypatch.setattr(model_sources, "copy_and_hash", flaky)
     kind, result = module_runner(model_stage, args(source, tmp_path, parallel=1))
     assert kind == "fail" and "%s: disk full while writing it" % SHARDS[1] in result["msg"]
     assert not (tmp_path / "store" / "Kimi-K2.5" / "current").exists()
-    monkeypatch.setattr(model_stage, "copy_and_hash", real)
+    monkeypatch.setattr(model_sources, "copy_and_hash", real)
     kind, result = module_runner(model_stage, args(source, tmp_path))
     assert kind == "exit", result
     assert result["resumed_files"] >= 2
@@ -258,7 +263,7 @@ def test_bad_revision_labels(source, tmp_path, module_runner, bad):
 def test_journal_records_a_file_only_after_the_filesystem_was_synced(tmp_path):
     now, synced = [0.0], []
     path = tmp_path / ".staging.json"
-    journal = model_stage.Journal(str(path), {"files": {}}, interval=30.0, clock=lambda: now[0],
+    journal = model_store.Journal(str(path), {"files": {}}, interval=30.0, clock=lambda: now[0],
                                   sync=lambda paths: synced.append((paths, path.exists())))
     journal.add("a.safetensors", {"sha256": "1"})
     now[0] = 10.0

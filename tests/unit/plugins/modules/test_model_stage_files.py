@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_index
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SANDBOX = Path(__file__).resolve().parents[3] / "sandbox"
@@ -103,12 +106,12 @@ def test_verification_refuses_a_staged_tree_without_them(kimi, tmp_path):
     for name in files:
         (partial / name).write_bytes((kimi / name).read_bytes())
         journal["files"][name] = {"sha256": hashlib.sha256((kimi / name).read_bytes()).hexdigest()}
-    index = model_stage.load_index(str(partial / "model.safetensors.index.json"))
+    index = model_index.load_index(str(partial / "model.safetensors.index.json"))
     current = tmp_path / "current"
     os.symlink("r0", str(current))
-    with pytest.raises(model_stage.StageError) as err:
-        model_stage.finish(None, str(partial), str(tmp_path / "r1"), str(current), str(tmp_path), index, files,
-                           journal, {}, {}, "test", "copy")
+    with pytest.raises(model_store.StageError) as err:
+        model_staging.finish(None, str(partial), str(tmp_path / "r1"), str(current), index, files, journal, {}, {},
+                             "test")
     text = "; ".join(err.value.problems)
     assert "2 non-weight file(s)" in text and "tiktoken.model is missing" in text and "chat_template.jinja is missing" \
         in text

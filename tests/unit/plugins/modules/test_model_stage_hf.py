@@ -13,9 +13,12 @@ import os
 import subprocess
 import sys
 import time
+from collections import namedtuple
 
 import pytest
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,22 +38,27 @@ for i, a in enumerate(argv):
     if a.startswith("--"):
         opts.setdefault(a, []).append(argv[i + 1] if i + 1 < len(argv) else None)
 src = os.environ["STUB_SOURCE"]
-with open(os.environ["STUB_LOG"], "w") as log:
-    json.dump({"argv": sys.argv, "token": os.environ.get("HF_TOKEN"), "endpoint": os.environ.get("HF_ENDPOINT")}, log)
+with open(os.environ["STUB_LOG"], "a") as log:  # one JSON line per run
+    log.write(json.dumps({"argv": sys.argv, "token": os.environ.get("HF_TOKEN"),
+                          "endpoint": os.environ.get("HF_ENDPOINT")}) + "\n")
 files = {}
+plan = opts.get("--plan-dir", [None])[0]  # plan: list everything, fetch only names without a --skip-suffix
+dest = plan or opts["--local-dir"][0]
 for name in sorted(os.listdir(src)):
     if opts.get("--allow-pattern") and name not in opts["--allow-pattern"]:
         continue
-    # as huggingface_hub does: write beside, rename into place once complete (file_download.py _chmod_and_move)
-    part = os.path.join(opts["--local-dir"][0], "." + name + ".incomplete")
-    shutil.copy(os.path.join(src, name), part)
-    os.replace(part, os.path.join(opts["--local-dir"][0], name))
-    time.sleep(float(os.environ.get("STUB_SLEEP", "0")))
+    if not plan or not name.endswith(tuple(opts.get("--skip-suffix", []))):
+        # as huggingface_hub does: write beside, rename into place once complete (file_download.py _chmod_and_move)
+        part = os.path.join(dest, "." + name + ".incomplete")
+        shutil.copy(os.path.join(src, name), part)
+        os.replace(part, os.path.join(dest, name))
+        if not plan:
+            time.sleep(float(os.environ.get("STUB_SLEEP", "0")))
     sha = hashlib.sha256(open(os.path.join(src, name), "rb").read()).hexdigest()
     files[name] = {"size": os.path.getsize(os.path.join(src, name)),
                    "sha256": os.environ.get("STUB_LFS_" + name.replace(".", "_").replace("-", "_"), sha)
                    if name.endswith(".safetensors") else None}
-if os.environ.get("STUB_REWRITE"):  # a file changed after it landed (same size, new bytes)
+if os.environ.get("STUB_REWRITE") and not plan:  # a file changed after it landed (same size, new bytes)
     time.sleep(0.3)
     path = os.path.join(opts["--local-dir"][0], os.environ["STUB_REWRITE"])
     data = open(path, "rb").read()
@@ -85,10 +93,15 @@ def test_hf_stages_with_token_only_in_the_environment(stub, tmp_path, module_run
     assert result["verified"] is True and result["shards"] == 4
     model_dir = tmp_path / "store" / "Kimi-K2.5"
     assert os.readlink(str(model_dir / "current")) == "r1"
-    log = json.loads((tmp_path / "stub.json").read_text())
-    assert log["token"] == "hf_s3cr3t" and log["endpoint"] == "http://127.0.0.1:9"
-    assert "hf_s3cr3t" not in " ".join(log["argv"]) and "hf_s3cr3t" not in json.dumps(result)
-    assert log["argv"][log["argv"].index("--revision") + 1] == "0123456789abcdef0123456789abcdef01234567"
+    plan, fetch = runs(tmp_path)
+    for log in (plan, fetch):
+        assert log["token"] == "hf_s3cr3t" and log["endpoint"] == "http://127.0.0.1:9"
+        assert "hf_s3cr3t" not in " ".join(log["argv"])
+    assert "hf_s3cr3t" not in json.dumps(result)
+    # the plan lists the pinned revision; the transfer fetches the commit the listing resolved it to
+    assert "--plan-dir" in plan["argv"] and "--local-dir" in fetch["argv"]
+    assert plan["argv"][plan["argv"].index("--revision") + 1] == "0123456789abcdef0123456789abcdef01234567"
+    assert fetch["argv"][fetch["argv"].index("--revision") + 1] == "c0ffee"
     manifest = json.loads((model_dir / "r1" / ".manifest.json").read_text())
     assert "commit c0ffee" in manifest["source"]
     assert not (model_dir / "r1" / ".cache").exists()
@@ -102,13 +115,13 @@ def test_hf_hashes_each_file_once_as_it_lands(stub, tmp_path, module_runner, mon
     is hashed again (the early hash counts only for the same size, mtime and inode)."""
     monkeypatch.setenv("STUB_SLEEP", "0.3")
     monkeypatch.setenv("STUB_REWRITE", "config.json")
-    calls, real = [], model_stage.hash_file
+    calls, real = [], model_sources.hash_file
 
     def spy(path, *a, **kw):
         calls.append((os.path.basename(path), time.time()))
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(model_stage, "hash_file", spy)
+    monkeypatch.setattr(model_sources, "hash_file", spy)
     kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
     assert kind == "exit", result
     helper_end = float((tmp_path / "stub.json.end").read_text())
@@ -152,10 +165,46 @@ def test_hf_missing_venv_says_what_to_do(tmp_path, module_runner):
     assert kind == "fail" and "model_stage_hf_venv" in result["msg"]
 
 
-def test_hf_check_mode_runs_nothing(stub, tmp_path, module_runner):
+def runs(tmp_path):
+    """The stub helper's runs, oldest first (one JSON line each)."""
+    return [json.loads(line) for line in (tmp_path / "stub.json").read_text().splitlines()]
+
+
+def test_hf_check_mode_plans_from_the_listing_and_writes_nothing(stub, mirror_dir, tmp_path, module_runner):
     kind, result = module_runner(model_stage, hf_args(tmp_path, stub), check_mode=True)
     assert kind == "exit" and result["changed"] is True
-    assert not (tmp_path / "stub.json").exists() and not (tmp_path / "store").exists()
+    assert ["--plan-dir" in r["argv"] for r in runs(tmp_path)] == [True]
+    assert not (tmp_path / "store").exists()
+    everything = sum(os.path.getsize(str(mirror_dir / n)) for n in os.listdir(str(mirror_dir)))
+    assert result["total_bytes"] == result["copied_bytes"] == everything and result["shards"] == 4
+
+
+def test_hf_check_mode_before_the_staging_venv_exists_says_so(tmp_path, module_runner):
+    a = hf_args(tmp_path, HELPER, hf_python=str(tmp_path / "nope" / "python"))
+    kind, result = module_runner(model_stage, a, check_mode=True)
+    assert kind == "exit" and result["changed"] is True
+    assert "sizes unknown until" in result["actions"][0] and "model_stage_hf_venv" in result["actions"][0]
+
+
+def test_hf_too_little_space_fails_before_any_shard_moves(stub, tmp_path, module_runner, monkeypatch):
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000))
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "fail" and "not enough free space in %s" % (tmp_path / "store") in result["msg"]
+    assert ["--plan-dir" in r["argv"] for r in runs(tmp_path)] == [True]
+    assert not (tmp_path / "store" / "Kimi-K2.5" / "r1.partial").exists()
+
+
+def test_hf_rerun_after_a_failed_transfer_fetches_only_what_is_not_recorded(stub, mirror_dir, tmp_path, module_runner,
+                                                                             monkeypatch):
+    monkeypatch.setenv("STUB_LFS_" + SHARDS[1].replace(".", "_").replace("-", "_"), "0" * 64)
+    assert module_runner(model_stage, hf_args(tmp_path, stub))[0] == "fail"
+    monkeypatch.delenv("STUB_LFS_" + SHARDS[1].replace(".", "_").replace("-", "_"))
+    kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
+    assert kind == "exit", result
+    fetch = runs(tmp_path)[-1]["argv"]
+    assert [fetch[i + 1] for i, a in enumerate(fetch) if a == "--allow-pattern"] == [SHARDS[1]]
+    assert result["resumed_files"] == len(os.listdir(str(mirror_dir))) - 1
 
 
 HF_PYTHON = os.environ.get("MODEL_STAGE_HF_PYTHON")

@@ -17,6 +17,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from ansible_collections.blackwell.sglang.plugins.module_utils import durable_files
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils import model_verify
+from ansible_collections.blackwell.sglang.plugins.module_utils import safetensors_header
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -102,8 +108,9 @@ def test_noop_rerun_touches_neither_network_nor_file_contents(hub, tmp_path, mod
     def forbidden(*a, **k):
         raise AssertionError("a no-op run must not read file contents")
 
-    monkeypatch.setattr(model_stage, "hash_file", forbidden)
-    monkeypatch.setattr(model_stage, "verify_shard", forbidden)
+    for where, name in ((model_sources, "hash_file"), (durable_files, "hash_prefix"), (model_verify, "verify_shard"),
+                        (model_staging, "verify_shard")):
+        monkeypatch.setattr(where, name, forbidden)
     kind, result = module_runner(model_stage, args(hub, tmp_path))
     assert kind == "exit", result
     assert result["changed"] is False and result["copied_bytes"] == 0 and result["verified"] is True
@@ -134,7 +141,7 @@ def test_truncated_or_corrupt_staged_shard_is_fetched_again_rest_kept(hub, tmp_p
         os.path.join(hub.root, SHARDS[2]))
     assert result["copied_bytes"] == os.path.getsize(os.path.join(hub.root, SHARDS[2]))
     assert os.stat(str(final / SHARDS[0])).st_ino == inode_kept
-    model_stage.verify_shard(str(final / SHARDS[2]))
+    safetensors_header.verify_shard(str(final / SHARDS[2]))
     assert module_runner(model_stage, args(hub, tmp_path))[1]["changed"] is False
 
 
@@ -209,7 +216,7 @@ def test_field_sha256_mismatch(hub, mirror_dir, tmp_path, module_runner):
 
 def test_field_store_with_too_little_space(hub, mirror_dir, tmp_path, module_runner, monkeypatch):
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000 * 1000))
+    monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: usage(10 ** 12, 10 ** 12, 1000 * 1000))
     kind, result = module_runner(model_stage, args(hub, tmp_path))
     assert kind == "fail"
     need = total_bytes(mirror_dir) * 1.05 / 1e9
@@ -223,7 +230,7 @@ def test_space_needed_counts_only_what_is_left(hub, mirror_dir, tmp_path, module
     module_runner(model_stage, args(hub, tmp_path, parallel=1))
     seen = []
     usage = namedtuple("usage", "total used free")
-    monkeypatch.setattr(model_stage.shutil, "disk_usage", lambda p: seen.append(p) or usage(0, 0, 10 ** 12))
+    monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: seen.append(p) or usage(0, 0, 10 ** 12))
     kind, result = module_runner(model_stage, args(hub, tmp_path), check_mode=True)
     assert kind == "exit", result
     assert result["resumed_bytes"] == 100000
@@ -234,8 +241,8 @@ def test_field_transfer_killed_mid_file_then_rerun(hub, mirror_dir, tmp_path, mo
     # r0 is live; r1's transfer dies half-way through shard 2 (the connection drops, no retries left)
     module_runner(model_stage, args(hub, tmp_path, revision="r0"))
     flips = []
-    real_flip = model_stage.flip_current
-    monkeypatch.setattr(model_stage, "flip_current", lambda cur, rev: flips.append(rev) or real_flip(cur, rev))
+    real_flip = model_staging.flip_current
+    monkeypatch.setattr(model_staging, "flip_current", lambda cur, rev: flips.append(rev) or real_flip(cur, rev))
     size = os.path.getsize(str(mirror_dir / SHARDS[1]))
     hub.cut_after[SHARDS[1]] = size // 2
     sent0 = hub.body_bytes()
@@ -289,7 +296,7 @@ def test_server_ignoring_range_restarts_that_file(hub, mirror_dir, tmp_path, mod
 
 
 def test_transient_failures_are_retried_with_backoff(hub, mirror_dir, tmp_path, monkeypatch):
-    from ansible_collections.blackwell.sglang.plugins.module_utils.model_fetch import Mirror
+    from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import Mirror
 
     hub.cut_after[SHARDS[0]] = 1000
     hub.cut_times[SHARDS[0]] = 2

@@ -1,0 +1,475 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The sources model_stage stages from, behind one protocol, so the staging flow never asks which kind it has.
+
+A source has ``description`` (where the bytes come from, without credentials: action lines, journal, manifest),
+``verb`` (``copy``, ``link`` or ``download``) and ``stop`` (a threading.Event; set, it cancels transfers in flight),
+and these methods:
+
+* ``missing_tools()`` -> list of problems that keep it from planning on this host now (the hf source before the role
+  made its staging venv); check mode reports them, a real run fails with them;
+* ``plan()`` -> ``{"index": parsed index, "files": [names to stage], "sizes": {name: bytes or None},
+  "sha256": {name: hex} (what the source vouches for), "skipped": [names left out]}``; raises StageError listing
+  every problem (missing shards, config.json, required tokenizer/code files) before a byte of a shard moves;
+* ``still_valid(rel, rec)`` -> whether a file a journal recorded as done still matches the source;
+* ``partial_bytes(dest_dir, rel)`` -> bytes of ``rel`` already in ``dest_dir`` that a transfer resumes from;
+* ``check_room(store, model_dir, remaining)`` -> bytes the transfer will write; raises StageError when the store
+  cannot take them (free space, or one filesystem for hardlinks);
+* ``transfer(dest_dir, names, expected, sizes, progress, on_done)`` -> ``(records, problems)``: fetches ``names``
+  into ``dest_dir`` (``expected``: sha256 by name, ``sizes``: bytes by name, either may lack a name), calling
+  ``on_done(name, record)`` once per finished file; a record has ``sha256``, ``transferred`` (bytes moved now)
+  and ``resumed_from``. Problems name their file; finished files stay for a re-run.
+
+``make_source(params)`` picks the class for the module's ``source`` option: path (a local or mounted directory),
+http (a static mirror with a sha256 manifest) or hf (the Hugging Face Hub through huggingface_hub, run by the
+staging venv's python).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import errno
+import glob
+import json
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
+    copy_and_hash, hash_file, read_json, stat_record, tree_bytes,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import (
+    WEIGHT_SUFFIXES, dir_reader, missing_files, select_files,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
+    INDEX_NAME, ModelIndexError, load_index, parse_index,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import (
+    DOWNLOAD_SUFFIX, FetchError, Mirror, redact_url,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import (
+    StageError, existing_ancestor, space_check,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sha256_manifest import parse_manifest
+from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import follow_process
+
+__metaclass__ = type
+
+def run_pool(names, work, parallel, stop):
+    """Run ``work(name)`` for every name on ``parallel`` threads; return (results by name, problems).
+    The first failure sets ``stop`` so the others end early; every failure is reported, naming its file."""
+    results, problems = {}, []
+    if not names:
+        return results, problems
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(names)))) as pool:
+        def guarded(name):
+            # Stop the pool from the failing worker itself: a single worker would otherwise take the
+            # next file before the main thread sees this failure.
+            try:
+                return work(name)
+            except Exception:
+                stop.set()
+                raise
+
+        futures = dict((pool.submit(guarded, name), name) for name in names)
+        # as_completed: a failure stops the others at once (their .download files stay for resume),
+        # not when the loop happens to reach it in submission order.
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                results[name] = future.result()
+            except FetchError as exc:
+                if not exc.reason.startswith("cancelled"):
+                    problems.append(str(exc))
+                stop.set()
+            except StageError as exc:
+                problems.extend(exc.problems)
+                stop.set()
+            except (IOError, OSError) as exc:
+                stop.set()
+                if exc.errno == errno.ENOSPC:
+                    problems.append("%s: disk full while writing it (%s); free space and re-run, finished files are "
+                                    "kept" % (name, exc))
+                else:
+                    problems.append("%s: %s" % (name, exc))
+    return results, problems
+
+
+
+
+class FileSource(object):
+    """What the path and http sources share: a transfer is one ``fetch`` per file on ``parallel`` threads."""
+
+    verb = "download"
+
+    def __init__(self, params):
+        self.parallel = params["parallel"]
+        self.manifest_name = params["manifest"]
+        self.stop = threading.Event()
+
+    def missing_tools(self):
+        return []
+
+    def partial_bytes(self, dest_dir, rel):
+        return 0
+
+    def check_room(self, store, model_dir, remaining):
+        space_check(store, model_dir, remaining)
+        return remaining
+
+    def fetch(self, rel, dest, expected_sha256, expected_size, progress):
+        """Fetch one file to ``dest``; returns its record (see the module docstring)."""
+        raise NotImplementedError
+
+    def transfer(self, dest_dir, names, expected, sizes, progress, on_done):
+        def work(rel):
+            dest = os.path.join(dest_dir, rel)
+            if not os.path.isdir(os.path.dirname(dest)):
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+            rec = self.fetch(rel, dest, expected.get(rel), sizes.get(rel), progress)
+            on_done(rel, rec)
+            return rec
+        return run_pool(names, work, self.parallel, self.stop)
+
+
+class PathSource(FileSource):
+    """A local or mounted model directory; ``link_mode: hardlink`` links the files instead of copying them."""
+
+    def __init__(self, params):
+        super(PathSource, self).__init__(params)
+        self.root = params["source_path"]
+        self.hardlink = params["link_mode"] == "hardlink"
+        self.verb = "link" if self.hardlink else "copy"
+        self.sums = {}
+        self.description = self.root
+
+    def plan(self):
+        src = self.root
+        if not os.path.isdir(src):
+            raise StageError("source_path %s is not a directory; expected the model directory holding %s"
+                             % (src, INDEX_NAME))
+        try:
+            index = load_index(os.path.join(src, INDEX_NAME))
+        except ModelIndexError as exc:
+            raise StageError(str(exc))
+        files, skipped = select_files(os.listdir(src), set(index["shards"]),
+                                      lambda e: os.path.isdir(os.path.join(src, e)))
+        sizes, missing = {}, []
+        for rel in sorted(files):
+            try:
+                sizes[rel] = os.stat(os.path.join(src, rel)).st_size
+            except OSError:
+                missing.append(rel)
+        problems = []
+        listed = [m for m in missing if m in index["shards"]]
+        if listed:
+            problems.append("%d shard(s) named in %s are missing from %s: %s" % (
+                len(listed), INDEX_NAME, src, ", ".join(listed)))
+        other = [m for m in missing if m not in index["shards"]]
+        if other:
+            problems.append("missing in %s: %s" % (src, ", ".join(other)))
+        if "config.json" not in files:
+            problems.append("config.json is missing from %s; SGLang cannot load the model without it" % src)
+        problems.extend(missing_files(*dir_reader(src, set(files) - set(missing)), where=src))
+        manifest_path = os.path.join(src, self.manifest_name)
+        if os.path.isfile(manifest_path):
+            try:
+                with open(manifest_path, "rb") as handle:
+                    self.sums = parse_manifest(handle.read(), manifest_path)[0]
+            except ValueError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise StageError(problems)
+        return {"index": index, "files": sorted(files), "sizes": sizes, "skipped": skipped, "sha256": self.sums}
+
+    def still_valid(self, rel, rec):
+        try:
+            now = stat_record(os.path.join(self.root, rel))
+        except OSError:
+            return False
+        return now["size"] == rec.get("source_size") and now["mtime_ns"] == rec.get("source_mtime_ns")
+    def check_room(self, store, model_dir, remaining):
+        if not self.hardlink:
+            return super(PathSource, self).check_room(store, model_dir, remaining)
+        src_dev = os.stat(self.root).st_dev
+        store_dev = os.stat(existing_ancestor(model_dir)).st_dev
+        if src_dev != store_dev:
+            raise StageError("link_mode=hardlink needs %s and %s on one filesystem (device %d vs %d); use "
+                             "link_mode=copy or a store on the source's filesystem"
+                             % (self.root, store, src_dev, store_dev))
+        return 0
+
+    def fetch(self, rel, dest, expected_sha256, expected_size, progress):
+        s_path = os.path.join(self.root, rel)
+        if os.path.lexists(dest):
+            os.unlink(dest)
+        before = stat_record(s_path)
+        if self.hardlink:
+            os.link(s_path, dest)
+            n, digest = 0, hash_file(dest)
+            progress.add(before["size"])
+        else:
+            n, digest = copy_and_hash(s_path, dest, on_bytes=progress.add)
+            if n != before["size"] or stat_record(s_path)["mtime_ns"] != before["mtime_ns"]:
+                raise StageError("%s changed while it was being copied (size %d, copied %d); wait for whatever "
+                                 "writes the source to finish and re-run" % (s_path, before["size"], n))
+        rec = {"sha256": digest, "transferred": n, "source_size": before["size"],
+               "source_mtime_ns": before["mtime_ns"], "resumed_from": 0}
+        return rec
+
+
+
+class HttpSource(FileSource):
+    """A static HTTP(S) mirror of the model directory with a sha256 manifest."""
+
+    def __init__(self, params, mirror=None):
+        super(HttpSource, self).__init__(params)
+        headers = dict(params.get("headers") or {})
+        if params.get("token"):
+            headers["Authorization"] = "Bearer %s" % params["token"]
+        self.mirror = mirror or Mirror(params["url"], headers=headers, timeout=params["timeout"],
+                                       retries=params["retries"], retry_delay=params["retry_delay"], stop=self.stop)
+        self.description = redact_url(params["url"])
+        self.sums, self.sizes = {}, {}
+
+    def load_sums(self):
+        try:
+            raw = self.mirror.get_bytes(self.manifest_name)
+        except FetchError as exc:
+            raise StageError("cannot read the sha256 manifest: %s; source=http needs %s beside the files (set manifest "
+                             "to its name or URL)" % (exc, self.manifest_name))
+        try:
+            self.sums, self.sizes = parse_manifest(raw, self.mirror.url(self.manifest_name))
+        except ValueError as exc:
+            raise StageError(redact_url(str(exc)))
+        return self.sums
+
+    def plan(self):
+        self.load_sums()
+        try:
+            index = parse_index(json.loads(self.mirror.get_bytes(INDEX_NAME).decode("utf-8")), INDEX_NAME)
+        except FetchError as exc:
+            raise StageError(str(exc))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StageError("%s: %s" % (INDEX_NAME, exc))
+        shards = set(index["shards"])
+        files, skipped = select_files(self.sums, shards)
+        problems = []
+        unlisted = sorted(f for f in files if f not in self.sums)
+        shard_gaps = [f for f in unlisted if f in shards]
+        if shard_gaps:
+            problems.append("%d shard(s) named in %s are not in %s, so they cannot be verified: %s"
+                            % (len(shard_gaps), INDEX_NAME, self.manifest_name, ", ".join(shard_gaps)))
+        if INDEX_NAME in unlisted:
+            problems.append("%s is not listed in %s" % (INDEX_NAME, self.manifest_name))
+        if "config.json" not in files:
+            problems.append("config.json is not listed in %s; SGLang cannot load the model without it"
+                            % self.manifest_name)
+        if problems:
+            raise StageError(problems)
+        problems = missing_files(self.small_file_reader(files), lambda n: n in files,
+                                 where="%s (%s)" % (self.description, self.manifest_name))
+        if problems:
+            raise StageError(problems)
+        unknown = sorted(f for f in files if f not in self.sizes)
+        stop = threading.Event()
+        sizes, problems = run_pool(unknown, self.mirror.head_size, self.parallel * 2, stop)
+        if problems:
+            raise StageError(["the mirror %s does not serve every file the manifest lists" % self.description]
+                             + problems)
+        self.sizes.update(dict((k, v) for k, v in sizes.items() if v is not None))
+        return {"index": index, "files": sorted(files), "sizes": dict((f, self.sizes.get(f)) for f in files),
+                "skipped": skipped, "sha256": self.sums}
+
+    def small_file_reader(self, files):
+        """``read`` for model_files: the text of a listed config or module file, fetched once (None if unlisted)."""
+        cache = {}
+
+        def read(name):
+            if name not in files:
+                return None
+            if name not in cache:
+                try:
+                    cache[name] = self.mirror.get_bytes(name).decode("utf-8", "replace")
+                except FetchError as exc:
+                    raise StageError("%s is listed in %s but cannot be read: %s" % (name, self.manifest_name, exc))
+            return cache[name]
+        return read
+
+    def still_valid(self, rel, rec):
+        return self.sums.get(rel) == rec.get("sha256")
+
+    def partial_bytes(self, dest_dir, rel):
+        """Bytes already here: a ``.download`` file, or the whole file left by a run that stopped before
+        recording it (Mirror.download checks either against the manifest's sha256)."""
+        path = os.path.join(dest_dir, rel)
+        for candidate in (path + DOWNLOAD_SUFFIX, path):
+            try:
+                return os.path.getsize(candidate)
+            except OSError:
+                continue
+        return 0
+
+    def fetch(self, rel, dest, expected_sha256, expected_size, progress):
+        got = self.mirror.download(rel, dest, expected_size=expected_size, expected_sha256=expected_sha256,
+                                   on_bytes=progress.add)
+        return {"sha256": got["sha256"], "transferred": got["transferred"], "resumed_from": got["resumed_from"]}
+
+
+class HfSource(object):
+    """The Hugging Face Hub, through ``<hf_python> <hf_helper>`` (huggingface_hub lives in a staging venv).
+
+    ``plan`` runs the helper with ``--plan-dir``: it lists the revision (``HfApi.model_info(files_metadata=True)``:
+    the commit, each file's size and, for LFS files, its sha256) and downloads the files that are not weights into a
+    scratch directory, where the index and the configs are read. ``transfer`` runs it again for the files to stage,
+    pinned to that commit, and hashes each file as soon as huggingface_hub has renamed it into place while the rest
+    download: the file is still in the page cache, and the hashing overlaps the transfer instead of following it.
+    """
+
+    verb = "download"
+
+    def __init__(self, params):
+        self.params = params
+        self.repo = params["hf_repo_id"]
+        self.rev = params["hf_revision"] or params["revision"]
+        self.description = "hf://%s@%s" % (self.repo, self.rev)
+        self.parallel = params["parallel"]
+        self.stop = threading.Event()
+        self.sums = {}
+
+    def missing_tools(self):
+        p = self.params
+        return ["%s %s does not exist; the model_stage role creates the staging venv and ships the helper "
+                "(model_stage_hf_venv)" % (what, p[what]) for what in ("hf_python", "hf_helper")
+                if not p[what] or not os.path.exists(p[what])]
+
+    def run_helper(self, args, report_path, tick):
+        """Run the helper with ``args``; returns its JSON report ``{"commit", "files": {name: {size, sha256}}}``."""
+        problems = self.missing_tools()
+        if problems:
+            raise StageError(problems)
+        p = self.params
+        argv = [p["hf_python"], p["hf_helper"], "--repo-id", self.repo, "--max-workers", str(self.parallel),
+                "--report", report_path] + args
+        env = dict(os.environ)
+        env.pop("HF_TOKEN", None)
+        env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
+        if p["token"]:
+            env["HF_TOKEN"] = p["token"]  # environment only: argv is visible in ps
+        if p["hf_endpoint"]:
+            env["HF_ENDPOINT"] = p["hf_endpoint"]
+        returncode, tail = follow_process(argv, env, tick, min(p["progress_interval"], 0.5))
+        if returncode != 0:
+            raise StageError("the hf helper failed (exit %d) downloading %s: %s; re-run resumes what was downloaded"
+                             % (returncode, self.description, " | ".join(tail) or "no output"))
+        report = read_json(report_path)
+        if not isinstance(report, dict) or not isinstance(report.get("files"), dict):
+            raise StageError("the hf helper wrote no readable report at %s" % report_path)
+        os.unlink(report_path)
+        return report
+
+    def plan(self):
+        scratch = tempfile.mkdtemp(prefix="model_stage-hf-plan-")
+        try:
+            args = ["--revision", self.rev, "--plan-dir", scratch]
+            for pattern in self.params["allow_patterns"]:
+                args += ["--allow-pattern", pattern]
+            for suffix in WEIGHT_SUFFIXES:
+                args += ["--skip-suffix", suffix]
+            report = self.run_helper(args, os.path.join(scratch, ".hf-report.json"), lambda: None)
+            listed = dict((k, v) for k, v in report["files"].items() if isinstance(v, dict))
+            self.rev = report.get("commit") or self.rev
+            self.description = "hf://%s@%s (commit %s)" % (self.repo, self.params["hf_revision"]
+                                                          or self.params["revision"], self.rev)
+            self.sums = dict((k, v["sha256"]) for k, v in listed.items() if v.get("sha256"))
+            if INDEX_NAME not in listed:
+                raise StageError("%s has no %s; stage a sharded safetensors checkpoint" % (self.description,
+                                                                                           INDEX_NAME))
+            try:
+                index = load_index(os.path.join(scratch, INDEX_NAME))
+            except ModelIndexError as exc:
+                raise StageError(str(exc))
+            shards = set(index["shards"])
+            files, skipped = select_files(listed, shards)
+            problems = []
+            absent = sorted(f for f in files if f not in listed)
+            if absent:
+                problems.append("%d file(s) named in %s are not in %s: %s"
+                                % (len(absent), INDEX_NAME, self.description, ", ".join(absent)))
+            if "config.json" not in files:
+                problems.append("config.json is not in %s; SGLang cannot load the model without it"
+                                % self.description)
+            read, _exists = dir_reader(scratch, set(files))
+            problems.extend(missing_files(read, lambda n: n in files and n in listed, where=self.description))
+            if problems:
+                raise StageError(problems)
+            return {"index": index, "files": sorted(files), "skipped": skipped, "sha256": self.sums,
+                    "sizes": dict((f, listed[f].get("size")) for f in files)}
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def still_valid(self, rel, rec):
+        return self.sums.get(rel) in (None, rec.get("sha256"))
+
+    def partial_bytes(self, dest_dir, rel):
+        return 0  # huggingface_hub resumes its own .incomplete files under dest_dir/.cache
+
+    def check_room(self, store, model_dir, remaining):
+        space_check(store, model_dir, remaining)
+        return remaining
+
+    def transfer(self, dest_dir, names, expected, sizes, progress, on_done):
+        os.makedirs(dest_dir, exist_ok=True)
+        args = ["--revision", self.rev, "--local-dir", dest_dir]
+        for name in names:
+            args += ["--allow-pattern", glob.escape(name)]  # the name itself: huggingface_hub matches with fnmatch
+        wanted, early, landed, seen = set(names), {}, set(), [tree_bytes(dest_dir)]
+        hasher = ThreadPoolExecutor(max_workers=max(1, self.parallel))
+
+        def tick():  # the bytes the helper has written so far become progress; one walk of dest_dir per tick
+            top = []
+            now = tree_bytes(dest_dir, top)
+            progress.add(max(0, now - seen[0]))
+            seen[0] = max(seen[0], now)
+            for entry in sorted(set(top) & (wanted - landed)):
+                landed.add(entry)
+                early[entry] = hasher.submit(hashed, os.path.join(dest_dir, entry))
+
+        try:
+            self.run_helper(args, os.path.join(dest_dir, ".hf-report.json"), tick)
+        finally:
+            hasher.shutdown(wait=True)
+        # A file that vanished or failed to read while downloading is simply hashed again below.
+        early = dict((rel, f.result()) for rel, f in early.items() if f.exception() is None)
+        shutil.rmtree(os.path.join(dest_dir, ".cache"), ignore_errors=True)
+
+        def work(rel):
+            path = os.path.join(dest_dir, rel)
+            if not os.path.isfile(path):
+                raise StageError("%s: not downloaded from %s (the helper finished without it)"
+                                 % (path, self.description))
+            now, rec = stat_record(path), early.get(rel)
+            # A hash taken while downloading counts only for the very file that is there now.
+            if not rec or any(rec.get(k) != now[k] for k in now):
+                rec = hashed(path)
+            rec = {"sha256": rec["sha256"], "transferred": now["size"], "resumed_from": 0}
+            on_done(rel, rec)
+            return rec
+        return run_pool(sorted(names), work, self.parallel, self.stop)
+
+
+def hashed(path):
+    """stat_record of ``path`` with its ``sha256``."""
+    rec = stat_record(path)
+    rec["sha256"] = hash_file(path)
+    return rec
+
+
+SOURCES = {"path": PathSource, "http": HttpSource, "hf": HfSource}
+
+
+def make_source(params):
+    """The source object for the module's ``source`` option (see the module docstring for the protocol)."""
+    return SOURCES[params["source"]](params)

@@ -1,0 +1,154 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The model store's layout on disk, as model_stage writes it: ``<store>/<name>/<revision>`` (verified, with
+``.manifest.json``), ``<revision>.partial`` (being staged, with the journal ``.staging.json``) and ``current``, a
+relative symlink to the active revision that SGLang's ``--model-path`` names.
+
+Holds the error that stops a staging (``StageError``), the journal, the stat-only comparison with a manifest, the
+atomic flip of ``current``, and the free-space check.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+import shutil
+import threading
+import time
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
+    STAT_KEYS, fsync_dir, stat_record, sync_files, write_json_atomic,
+)
+
+__metaclass__ = type
+
+MANIFEST = ".manifest.json"
+JOURNAL = ".staging.json"
+PARTIAL_SUFFIX = ".partial"
+# Free space asked for beyond the bytes still to fetch.
+SPACE_MARGIN = 1.05
+GB = 1000.0 ** 3
+# Finished files are made durable (sync_files) and recorded in the journal in batches, at most this many
+# seconds apart, and always before verification and the rename.
+DURABLE_INTERVAL = 30.0
+
+
+class StageError(Exception):
+    """A problem that stops staging; ``problems`` is the list of messages."""
+
+    def __init__(self, problems):
+        if isinstance(problems, str):
+            problems = [problems]
+        super(StageError, self).__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
+
+
+class Journal(object):
+    """The staging journal ``<partial>/.staging.json``: files recorded there are done and are kept by a re-run.
+
+    A file is recorded only after it is durable. Instead of an fsync per file (a journal commit each, and the
+    writer waits for the disk), finished files wait in ``pending``; ``commit`` makes them all durable at once
+    (``sync_files``) and then writes the journal. ``add`` commits when the last commit is ``interval`` seconds old, so
+    a crash loses at most that much recording (those files are then hashed again, not fetched again).
+    """
+
+    def __init__(self, path, data, interval=DURABLE_INTERVAL, clock=time.monotonic, sync=sync_files):
+        self.path = path
+        self.data = data
+        self.interval = interval
+        self.clock = clock
+        self.sync = sync
+        self.pending = {}
+        self.last = clock()
+        self.lock = threading.Lock()
+        self.commit_lock = threading.Lock()
+
+    def add(self, rel, rec):
+        with self.lock:
+            self.pending[rel] = rec
+            due = self.clock() - self.last >= self.interval
+        if due:
+            self.commit()
+
+    def commit(self):
+        """Make every pending file durable, then record them. Returns how many were recorded."""
+        with self.commit_lock:
+            with self.lock:
+                batch, self.pending = self.pending, {}
+                self.last = self.clock()
+            if not batch:
+                return 0
+            self.sync([os.path.join(os.path.dirname(self.path), rel) for rel in sorted(batch)])
+            with self.lock:
+                self.data["files"].update(batch)
+                write_json_atomic(self.path, self.data)
+            return len(batch)
+
+
+
+def existing_ancestor(path):
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
+
+
+def check_label(kind, value):
+    if not value or value in (".", "..") or "/" in value or value.startswith(".") or "\x00" in value:
+        return ["%s %r must be a single directory name (no '/', not starting with '.')" % (kind, value)]
+    if value.endswith(".partial") or value == "current":
+        return ["%s %r is reserved by the store layout; choose another" % (kind, value)]
+    return []
+
+
+
+def space_check(store, model_dir, remaining):
+    needed = remaining * SPACE_MARGIN
+    free = shutil.disk_usage(existing_ancestor(model_dir)).free
+    if needed > free:
+        raise StageError("not enough free space in %s: need %.1f GB (%.1f GB still to copy + 5%%), %.1f GB free; "
+                         "free space or point store at a larger filesystem"
+                         % (store, needed / GB, remaining / GB, free / GB))
+
+
+
+def manifest_matches(final_dir, manifest):
+    """Names of files whose size/mtime_ns/inode differ from ``manifest`` (stat only), with the reason."""
+    changed = {}
+    for rel, rec in sorted((manifest.get("files") or {}).items()):
+        try:
+            now = stat_record(os.path.join(final_dir, rel))
+        except OSError:
+            changed[rel] = "missing"
+            continue
+        diffs = [k for k in STAT_KEYS if now[k] != rec.get(k)]
+        if diffs:
+            changed[rel] = "%s changed" % ", ".join(diffs)
+    return changed
+
+
+def current_points_to(current, revision):
+    return os.path.islink(current) and os.readlink(current).rstrip("/") in (revision, os.path.join(
+        os.path.dirname(current), revision))
+
+
+def flip_current(current, revision):
+    """Point ``current`` at ``revision`` (relative target) atomically: symlink to a temp name, then os.replace."""
+    if revision.endswith(".partial"):
+        raise StageError("refusing to point %s at a partial directory %s" % (current, revision))
+    if os.path.lexists(current) and not os.path.islink(current):
+        raise StageError("%s exists and is not a symlink; expected the store to own it. Move it aside, then re-run"
+                         % current)
+    tmp = "%s.tmp-%d" % (current, os.getpid())
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(revision, tmp)
+    os.replace(tmp, current)
+    fsync_dir(os.path.dirname(current))
+
+
