@@ -43,6 +43,10 @@ attributes:
   check_mode:
     support: full
     description: Reports whether the lock would be taken or released; writes nothing.
+  diff_mode:
+    support: full
+    description: The lock file's content before and after (empty when there is none); in check mode the content it
+      would hold.
 author:
   - sglang-ansible contributors (!UNKNOWN)
 """
@@ -70,26 +74,56 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 
-def read(path):
+def read_text(path):
+    """The lock file's text, None when there is none or it cannot be read."""
     try:
         with open(path) as fh:
-            return json.load(fh)
+            return fh.read()
     except (IOError, OSError, ValueError):
         return None
 
 
-def take(path, owner):
+def parse(text):
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def read(path):
+    return parse(read_text(path))
+
+
+def new_holder(owner):
+    return {"owner": owner, "taken": time.time(), "taken_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def content(holder):
+    """The lock file's text for ``holder``, as take writes it."""
+    return json.dumps(holder)
+
+
+def take(path, holder):
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
-    holder = {"owner": owner, "taken": time.time(), "taken_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "w") as fh:
-        json.dump(holder, fh)
+        fh.write(content(holder))
     return holder
+
+
+def changed(module, holder, before, after):
+    """The result of a call that took or released the lock (or would, in check mode), with its diff."""
+    result = {"changed": True, "holder": holder}
+    if module._diff:
+        path = module.params["path"]
+        result["diff"] = {"before_header": path, "after_header": path, "before": before or "", "after": after}
+    return result
 
 
 def run(module):
     p = module.params
-    holder = read(p["path"]) if os.path.exists(p["path"]) else None
+    before = read_text(p["path"]) if os.path.exists(p["path"]) else None
+    holder = parse(before)
     if p["state"] == "absent":
         if holder is None:
             return {"changed": False, "holder": None}
@@ -98,7 +132,7 @@ def run(module):
                 p["path"], holder.get("owner"), p["owner"]), holder=holder)
         if not module.check_mode:
             os.unlink(p["path"])
-        return {"changed": True, "holder": None}
+        return changed(module, None, before, "")
     if holder is not None and holder.get("owner") == p["owner"]:
         return {"changed": False, "holder": holder}
     if holder is not None:
@@ -111,9 +145,10 @@ def run(module):
         if not module.check_mode:
             os.unlink(p["path"])
     if module.check_mode:
-        return {"changed": True, "holder": {"owner": p["owner"]}}
+        return changed(module, {"owner": p["owner"]}, before, content(new_holder(p["owner"])))
     try:
-        return {"changed": True, "holder": take(p["path"], p["owner"])}
+        holder = take(p["path"], new_holder(p["owner"]))
+        return changed(module, holder, before, content(holder))
     except OSError as exc:  # another run created it between our read and our create
         module.fail_json(msg="another rollout took the lock %s at the same moment (%s): %s" % (
             p["path"], exc, read(p["path"])), holder=read(p["path"]))
