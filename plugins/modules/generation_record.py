@@ -68,6 +68,15 @@ attributes:
   check_mode:
     support: full
     description: Reports the generation it would record, switch to or roll back to; writes nothing.
+  diff_mode:
+    support: full
+    description:
+      - Each link it points elsewhere (target before and after, as C(ansible.builtin.file) reports a link), each live
+        file it installs (content before and after) and the C(record.json) of each generation it writes; in check
+        mode what it would change. A file that is not readable by others (the environment file, mode 0600) shows as
+        its sha256 digest, not its content.
+      - Not shown - the copies in a new generation's directory, its C(current) and C(previous) links, and the
+        generations beyond O(keep) it deletes.
 notes:
   - Runs on the target under its system Python, standard library only.
 author:
@@ -127,9 +136,11 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_text
 
 RECORD = "record.json"
 
@@ -203,29 +214,43 @@ def install(src, dest):
     os.replace(tmp, dest)
 
 
+def new_record(state, reason, number, sources=None):
+    """The record of generation ``number`` holding ``state`` (live_state shape); its copies name the file in the
+    generation's directory of each live file that has one (copied from ``sources[path]``, default the live file)."""
+    copies = {}
+    for i, path in enumerate(sorted(state["files"])):
+        src = (sources or {}).get(path, path)
+        if state["files"][path] is not None and os.path.isfile(src):
+            copies[path] = "%02d-%s" % (i, os.path.basename(path))
+    return {"generation": number, "release": state["release"], "model": state["model"], "files": state["files"],
+            "copies": copies, "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reason": reason}
+
+
+def record_text(record):
+    """``record.json`` as written."""
+    return json.dumps(record, indent=2, sort_keys=True)
+
+
+def next_number(gdir):
+    have = numbers(gdir)
+    return (have[-1] + 1) if have else 1
+
+
 def write_generation(p, state, reason, sources=None):
     """Write ``state`` (live_state shape) as the next generation, copying each file from ``sources[path]`` (default:
     the live file); move current/previous; prune. Returns the record."""
     gdir = p["dir"]
     os.makedirs(gdir, mode=0o700, exist_ok=True)
-    have = numbers(gdir)
-    number = (have[-1] + 1) if have else 1
+    number = next_number(gdir)
     tmp = os.path.join(gdir, ".%d.tmp-%d" % (number, os.getpid()))
     if os.path.isdir(tmp):
         shutil.rmtree(tmp)
     os.makedirs(tmp, mode=0o700)
-    copies = {}
-    for i, path in enumerate(sorted(state["files"])):
-        src = (sources or {}).get(path, path)
-        if state["files"][path] is None or not os.path.isfile(src):
-            continue
-        name = "%02d-%s" % (i, os.path.basename(path))
-        shutil.copy2(src, os.path.join(tmp, name))
-        copies[path] = name
-    record = {"generation": number, "release": state["release"], "model": state["model"], "files": state["files"],
-              "copies": copies, "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "reason": reason}
+    record = new_record(state, reason, number, sources)
+    for path, name in record["copies"].items():
+        shutil.copy2((sources or {}).get(path, path), os.path.join(tmp, name))
     with open(os.path.join(tmp, RECORD), "w") as fh:
-        json.dump(record, fh, indent=2, sort_keys=True)
+        fh.write(record_text(record))
     os.rename(tmp, os.path.join(gdir, str(number)))
     current = link_target(os.path.join(gdir, "current"))
     if current is not None:
@@ -238,18 +263,91 @@ def write_generation(p, state, reason, sources=None):
     return record
 
 
-def apply(p, want, sources, check):
+def shown(path, secret):
+    """A file's content for a diff ("" when there is none); only its digest when ``secret``."""
+    if not os.path.isfile(path):
+        return ""
+    if secret:
+        return "%s (not readable by others: content not shown)\n" % sha256(path)
+    with open(path, "rb") as fh:
+        return to_text(fh.read(), errors="surrogate_or_replace")
+
+
+class Changes(object):
+    """The diff entries of one call (``--diff``): each link, live file and record.json it changes, or would change
+    in check mode. Collects nothing unless ``enabled``."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.entries = []
+        self.planned = 0  # generations check mode would have written by now (their numbers are taken)
+
+    def link(self, link, target):
+        old = link_target(link)
+        if self.enabled and old != target:
+            before = {"path": link, "src": old} if old is not None else {"path": link, "state": "absent"}
+            self.entries.append({"before_header": link, "after_header": link, "before": before,
+                                 "after": {"path": link, "src": target}})
+
+    def file(self, path, src):
+        if self.enabled:
+            secret = any(os.path.isfile(f) and not os.stat(f).st_mode & stat.S_IROTH for f in (path, src))
+            self.entries.append({"before_header": path, "after_header": path, "before": shown(path, secret),
+                                 "after": shown(src, secret)})
+
+    def record(self, gdir, record):
+        if self.enabled:
+            path = os.path.join(gdir, str(record["generation"]), RECORD)
+            self.entries.append({"before_header": path, "after_header": path, "before": "",
+                                 "after": record_text(record)})
+
+
+def add_generation(p, state, reason, check, changes, sources=None):
+    """Write ``state`` as the next generation and return its record; in check mode put the record it would write in
+    the diff and return None."""
+    if check:
+        changes.record(p["dir"], new_record(state, reason, next_number(p["dir"]) + changes.planned, sources))
+        changes.planned += 1
+        return None
+    written = write_generation(p, state, reason, sources)
+    changes.record(p["dir"], written)
+    return written
+
+
+def record_applied(p, live, want, sources, reason, check, changes):
+    """Record what apply made live; in check mode what it would have (``want`` over ``live``, files from
+    ``sources``)."""
+    if not check:
+        return add_generation(p, live_state(p), reason, check, changes)
+    files = dict(live["files"])
+    files.update((path, digest) for path, digest in want["files"].items() if digest is not None)
+    settled = {"release": want["release"], "model": want["model"], "files": files}
+    return add_generation(p, settled, reason, check, changes, sources)
+
+
+def model_target(p, model):
+    """What the model link names for ``model`` (relative to the link's directory, as model_stage writes it)."""
+    return os.path.relpath(model, os.path.dirname(p["model_link"])) if model is not None else None
+
+
+def apply(p, want, sources, check, changes):
     """Make ``want`` (release, model, files -> digest) live from ``sources`` (live path -> file to copy); returns the
-    differences (and changes nothing when ``check``)."""
+    differences (and changes nothing when ``check``). Puts each link and file it changes in ``changes``."""
     live = live_state(p)
     diff = []
     if want["release"] != live["release"]:
         diff.append("release %s -> %s" % (live["release"], want["release"]))
+        if live["release"]:
+            changes.link(p["previous_release_link"], live["release"])
+        changes.link(p["release_link"], want["release"])
     if want["model"] != live["model"]:
         diff.append("model %s -> %s" % (live["model"], want["model"]))
+        changes.link(p["model_link"], model_target(p, want["model"]))
     for path, digest in sorted(want["files"].items()):
         if digest != live["files"].get(path):
             diff.append("%s %s" % (path, "changed" if live["files"].get(path) else "installed"))
+            if digest is not None:
+                changes.file(path, sources[path])
     if check or not diff:
         return diff
     for path in (want["release"], want["model"]):
@@ -263,7 +361,7 @@ def apply(p, want, sources, check):
             relink(p["previous_release_link"], live["release"])
         relink(p["release_link"], want["release"])
     if want["model"] != live["model"]:
-        relink(p["model_link"], os.path.relpath(want["model"], os.path.dirname(p["model_link"])))
+        relink(p["model_link"], model_target(p, want["model"]))
     for path, digest in want["files"].items():
         if digest is not None and digest != live["files"].get(path):
             install(sources[path], path)
@@ -274,13 +372,13 @@ def run(module):
     p = module.params
     check = module.check_mode
     result = {"changed": False, "differences": []}
+    changes = Changes(module._diff)
     current = read_generation(p["dir"], "current")
     live = live_state(p)
     if p["state"] == "recorded":
         if not same(current, live):
             result["changed"] = True
-            if not check:
-                current = write_generation(p, live, p["reason"] or "recorded")
+            current = add_generation(p, live, p["reason"] or "recorded", check, changes) or current
     elif p["state"] == "switched":
         target = p["target"] or {}
         sources = dict(target.get("files") or {})
@@ -294,22 +392,23 @@ def run(module):
             if not os.path.isfile(src):
                 raise GenerationError("staged file %s (for %s) does not exist" % (src, path))
             want["files"][path] = sha256(src)
-        if not same(current, live) and not check:
-            current = write_generation(p, live, "recorded before a switch")  # the rollback target
-        result["differences"] = apply(p, want, sources, check)
+        if not same(current, live):
+            # The rollback target.
+            current = add_generation(p, live, "recorded before a switch", check, changes) or current
+        result["differences"] = apply(p, want, sources, check, changes)
         if result["differences"]:
             result["changed"] = True
-            if not check:
-                current = write_generation(p, live_state(p), p["reason"] or "switched")
+            current = record_applied(p, live, want, sources, p["reason"] or "switched", check, changes) or current
     else:  # restored
         # The target: the previous generation when the live state is the current record (a switch that completed,
         # then failed its health check); the current record itself when the live state drifted from it (a switch
         # that failed half-way, before it could record anything).
         drifted = current is not None and not same(current, live)
         target_record = current if drifted else read_generation(p["dir"], "previous")
-        if drifted and not check:
+        if drifted:
             # The drifted live state becomes a generation of its own, so a second rollback rolls forward to it.
-            write_generation(p, live, "recorded before a rollback (the live state was not the last record)")
+            add_generation(p, live, "recorded before a rollback (the live state was not the last record)", check,
+                           changes)
         if target_record is None:
             raise GenerationError("no previous generation in %s: nothing to roll back to (a generation is recorded at "
                                   "each switch)" % p["dir"])
@@ -318,11 +417,13 @@ def run(module):
         want = {"release": target_record["release"], "model": target_record["model"],
                 "files": dict((path, digest) for path, digest in target_record["files"].items() if path in sources)}
         result["restored_generation"] = target_record["generation"]
-        result["differences"] = apply(p, want, sources, check)
+        result["differences"] = apply(p, want, sources, check, changes)
         result["changed"] = bool(result["differences"])
-        if result["changed"] and not check:
-            current = write_generation(p, live_state(p), p["reason"] or "restored generation %d"
-                                       % target_record["generation"])
+        if result["changed"]:
+            current = record_applied(p, live, want, sources, p["reason"] or "restored generation %d"
+                                     % target_record["generation"], check, changes) or current
+    if changes.enabled and result["changed"]:
+        result["diff"] = changes.entries
     result["current"] = current
     result["previous"] = read_generation(p["dir"], "previous")
     return result

@@ -1,5 +1,6 @@
 """generation_record: one deployment record per switch, and the one rollback, on a throw-away release/model tree."""
 
+import json
 import os
 
 import pytest
@@ -92,3 +93,84 @@ def test_no_previous_generation_is_a_clear_error_and_a_missing_target_changes_no
     kind, result = module_runner(generation_record, params(node, state="switched", target=bad))
     assert kind == "fail" and "does not exist: nothing was changed" in result["msg"]
     assert os.readlink(str(node / "opt/current")).endswith("aaaa")
+
+
+def without_time(entries):
+    """Diff entries with each record.json's recording time left out (check mode and the real run differ in it)."""
+    out = []
+    for entry in entries:
+        if entry["after_header"].endswith("record.json"):
+            entry = dict(entry, after=dict(json.loads(entry["after"]), recorded=None))
+        out.append(entry)
+    return out
+
+
+def test_diff_of_a_record_is_its_record_json_and_a_no_op_has_none(node, module_runner):
+    kind, plan = module_runner(generation_record, params(node, _ansible_diff=True), check_mode=True)
+    assert kind == "exit" and plan["changed"] and not (node / "gen").exists()
+    kind, first = module_runner(generation_record, params(node, _ansible_diff=True))
+    path = str(node / "gen/1/record.json")
+    assert [(d["before_header"], d["after_header"], d["before"]) for d in first["diff"]] == [(path, path, "")]
+    assert first["diff"][0]["after"] == (node / "gen/1/record.json").read_text()
+    assert json.loads(first["diff"][0]["after"]) == first["current"]
+    assert without_time(plan["diff"]) == without_time(first["diff"])
+    kind, again = module_runner(generation_record, params(node, _ansible_diff=True))
+    assert kind == "exit" and not again["changed"] and "diff" not in again
+    kind, again = module_runner(generation_record, params(node, _ansible_diff=True), check_mode=True)
+    assert not again["changed"] and "diff" not in again
+
+
+def test_diff_of_a_switch_shows_links_unit_and_records_and_check_mode_says_the_same(node, module_runner):
+    kind, plan = module_runner(generation_record, params(node, state="switched", target=target(node),
+                                                         _ansible_diff=True), check_mode=True)
+    assert kind == "exit" and plan["changed"] and not (node / "gen").exists()
+    assert "ExecStart=old" in (node / "etc/unit.service").read_text()  # check mode changed nothing
+    unit = str(node / "etc/unit.service")
+    headers = [d["after_header"] for d in plan["diff"]]
+    assert headers == [str(node / "gen/1/record.json"), str(node / "opt/previous"), str(node / "opt/current"),
+                       str(node / "models/Kimi/current"), unit, str(node / "gen/2/record.json")]
+    by_path = dict((d["after_header"], d) for d in plan["diff"])
+    assert by_path[unit]["before"] == "[Service]\nExecStart=old\n"
+    assert by_path[unit]["after"] == "[Service]\nExecStart=new\n"
+    assert by_path[str(node / "opt/current")]["before"] == {"path": str(node / "opt/current"),
+                                                             "src": str(node / "opt/releases/aaaa")}
+    assert by_path[str(node / "opt/current")]["after"]["src"] == str(node / "opt/releases/bbbb")
+    assert by_path[str(node / "opt/previous")]["before"] == {"path": str(node / "opt/previous"), "state": "absent"}
+    assert by_path[str(node / "models/Kimi/current")]["before"]["src"] == "r1"
+    assert by_path[str(node / "models/Kimi/current")]["after"]["src"] == "r2"
+    assert json.loads(by_path[str(node / "gen/2/record.json")]["after"])["model"] == str(node / "models/Kimi/r2")
+
+    kind, switched = module_runner(generation_record, params(node, state="switched", target=target(node),
+                                                             _ansible_diff=True))
+    assert kind == "exit" and switched["changed"]
+    assert without_time(switched["diff"]) == without_time(plan["diff"])
+    assert json.loads(switched["diff"][-1]["after"]) == switched["current"]
+    kind, nothing = module_runner(generation_record, params(node, state="switched", target=target(node),
+                                                            _ansible_diff=True))
+    assert kind == "exit" and not nothing["changed"] and "diff" not in nothing
+
+
+def test_diff_of_a_restore_puts_the_old_unit_back_and_hides_a_root_only_file(node, module_runner):
+    env = node / "etc/kimi.env"
+    env.chmod(0o600)
+    (node / "staged/kimi.env").write_text("HF_TOKEN=new\n")
+    (node / "staged/kimi.env").chmod(0o600)
+    switch = dict(target(node), files={str(node / "etc/unit.service"): str(node / "staged/unit.service"),
+                                       str(env): str(node / "staged/kimi.env")})
+    digests = [generation_record.sha256(str(f)) for f in (env, node / "staged/kimi.env")]
+    module_runner(generation_record, params(node))
+    kind, switched = module_runner(generation_record, params(node, state="switched", target=switch,
+                                                             _ansible_diff=True))
+    secret = [d for d in switched["diff"] if d["after_header"] == str(env)][0]
+    assert [secret["before"], secret["after"]] == ["%s (not readable by others: content not shown)\n" % digest
+                                                   for digest in digests]
+
+    kind, plan = module_runner(generation_record, params(node, state="restored", _ansible_diff=True), check_mode=True)
+    assert kind == "exit" and plan["changed"] and "ExecStart=new" in (node / "etc/unit.service").read_text()
+    unit = [d for d in plan["diff"] if d["after_header"] == str(node / "etc/unit.service")][0]
+    assert (unit["before"], unit["after"]) == ("[Service]\nExecStart=new\n", "[Service]\nExecStart=old\n")
+    model = [d for d in plan["diff"] if d["after_header"] == str(node / "models/Kimi/current")][0]
+    assert (model["before"]["src"], model["after"]["src"]) == ("r2", "r1")
+    kind, back = module_runner(generation_record, params(node, state="restored", _ansible_diff=True))
+    assert without_time(back["diff"]) == without_time(plan["diff"])
+    assert back["diff"][-1]["after_header"] == str(node / "gen/3/record.json")
