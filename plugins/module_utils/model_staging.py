@@ -273,3 +273,23 @@ def repair(module, source, final, model_dir, manifest, changed, result, progress
         result["progress"] = progress.lines
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def store_state(p, planned=None):
+    """Two lines for diff mode: the revision directory and what ``current`` points at, as they are now, or (with
+    ``planned``, a check-mode result) as the planned run would leave them."""
+    model_dir = os.path.join(p["store"], p["name"])
+    final, current = os.path.join(model_dir, p["revision"]), os.path.join(model_dir, "current")
+    manifest = read_json(os.path.join(final, MANIFEST)) if os.path.isdir(final) else None
+    if planned is not None:
+        manifest = {"shards": planned["shards"], "total_bytes": planned["total_bytes"], "verified": True}
+    if isinstance(manifest, dict):
+        revision = "%s: %s shard(s), %s bytes, %s\n" % (final, manifest.get("shards"), manifest.get("total_bytes"),
+                                                        "verified" if manifest.get("verified") else "not verified")
+    else:
+        revision = "%s: absent\n" % final
+    if planned is not None and p.get("activate", True):
+        target = p["revision"]
+    else:
+        target = os.readlink(current) if os.path.islink(current) else None
+    return revision + ("%s -> %s\n" % (current, target) if target else "%s: absent\n" % current)

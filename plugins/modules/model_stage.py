@@ -151,8 +151,15 @@ attributes:
   check_mode:
     support: full
     description: Plans the staging (what is present, what would be fetched) and fetches and writes nothing.
+  diff_mode:
+    support: full
+    description:
+      - The store before and after, as two lines - the revision directory (absent, or its shard count, bytes and
+        whether it is verified) and the target of C(current) - when the run changes either (in check mode, what it
+        would change).
 notes:
-  - Top-level regular files of O(source_path) (or files listed in the manifest for O(source=http)) are staged, except
+  - Top-level regular files of O(source_path) (or files listed in the manifest for O(source=http), or in the Hub's
+    listing for O(source=hf)) are staged, except
     hidden files and weight files (C(.safetensors), C(.bin), C(.pt), C(.pth), C(.gguf), C(.h5), C(.msgpack), C(.ckpt))
     not named in the index; they are listed in RV(skipped).
   - O(token) and O(headers) are never logged or put into messages.
@@ -262,7 +269,7 @@ actions:
 import errno
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_staging import stage
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_staging import stage, store_state
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import StageError
 from ansible_collections.blackwell.sglang.plugins.module_utils.priority import lower_priority
 
@@ -302,7 +309,13 @@ def main():
     if not module.check_mode:
         lower_priority(module.params["nice"])
     try:
+        before = store_state(module.params)
         result = stage(module)
+        if module._diff and result["changed"]:
+            after = store_state(module.params, result if module.check_mode else None)
+            if after != before:
+                result["diff"] = {"before_header": result["path"], "after_header": result["path"],
+                                  "before": before, "after": after}
     except StageError as exc:
         module.fail_json(msg="; ".join(exc.problems), problems=exc.problems)
     except (IOError, OSError) as exc:

@@ -319,3 +319,23 @@ def test_lower_priority_raises_niceness_and_sets_the_idle_io_class():
     assert int(nice) == int(now) == int(before) + 5, out
     if cls != "None":
         assert io_class == "idle" and int(cls) == 3
+
+
+def test_diff_mode_shows_the_revision_and_current_before_and_after(source, tmp_path, module_runner):
+    store = tmp_path / "store" / "Kimi-K2.5"
+    predicted = module_runner(model_stage, args(source, tmp_path, _ansible_diff=True), check_mode=True)[1]
+    kind, result = module_runner(model_stage, args(source, tmp_path, _ansible_diff=True))
+    assert kind == "exit", result
+    total = result["total_bytes"]
+    assert result["diff"] == {
+        "before_header": str(store / "r1"), "after_header": str(store / "r1"),
+        "before": "%s: absent\n%s: absent\n" % (store / "r1", store / "current"),
+        "after": "%s: 3 shard(s), %d bytes, verified\n%s -> r1\n" % (store / "r1", total, store / "current")}
+    assert predicted["diff"] == result["diff"]
+    # a no-op has no diff; pointing current back at an older revision shows only the link moving
+    assert "diff" not in module_runner(model_stage, args(source, tmp_path, _ansible_diff=True))[1]
+    module_runner(model_stage, args(source, tmp_path, revision="r2"))
+    diff = module_runner(model_stage, args(source, tmp_path, _ansible_diff=True))[1]["diff"]
+    assert diff["before"].splitlines()[1] == "%s -> r2" % (store / "current")
+    assert diff["after"].splitlines()[1] == "%s -> r1" % (store / "current")
+    assert "diff" not in module_runner(model_stage, args(source, tmp_path))[1]
