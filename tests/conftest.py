@@ -101,3 +101,14 @@ def load_yaml(*parts):
 
     with open(os.path.join(FIXTURES, *parts)) as handle:
         return yaml.safe_load(handle)
+
+
+def load_text(*parts):
+    with open(os.path.join(FIXTURES, *parts)) as handle:
+        return handle.read()
+
+
+def load_lspci(name):
+    """A recorded ``lspci -D -vvv`` body in fixtures/host_facts (the fixture's leading # lines describe it and are not
+    lspci output)."""
+    return "".join(line for line in load_text("host_facts", name).splitlines(True) if not line.startswith("#"))

@@ -2,14 +2,12 @@
 /proc/1/status and /proc/1/limits, systemd drop-ins, journald.conf, /dev/shm."""
 
 import copy
-import os
 
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils import host_checks as hc
-from conftest import FIXTURES, load_yaml
+from conftest import load_lspci, load_text, load_yaml
 
-HERE = os.path.join(FIXTURES, "host_facts")
 CASES = load_yaml("host_facts", "cases.yml")["cases"]
 SANDBOX_PLAN = {
     # what roles/preflight passes on the sandbox inventory (inventory/sandbox/group_vars/gpu_nodes/main.yml)
@@ -18,16 +16,6 @@ SANDBOX_PLAN = {
     "fallback_weights_gb": 547, "environment": {}, "options": {"tp-size": 8},
     "shm": {"path": "/dev/shm", "size_bytes": 2147483648, "free_bytes": 2147483648}, "shm_floor_gib": 1,
 }
-
-
-def text(name):
-    with open(os.path.join(HERE, name)) as handle:
-        return handle.read()
-
-
-def lspci_output(name):
-    """The recorded lspci body (the fixture's leading # lines describe it and are not lspci output)."""
-    return "".join(line for line in text(name).splitlines(True) if not line.startswith("#"))
 
 
 def merge(base, over):
@@ -61,12 +49,13 @@ def patch_limits(limits, rows):
 
 def build(case):
     base = load_yaml("host_facts", "sandbox_node.yml")
-    base["pid1"] = {"status": text(base["pid1"]["status_file"]), "limits": text(base["pid1"]["limits_file"])}
+    base["pid1"] = {"status": load_text("host_facts", base["pid1"]["status_file"]),
+                    "limits": load_text("host_facts", base["pid1"]["limits_file"])}
     facts = merge(base, case.get("facts"))
     facts["pid1"]["status"] = patch_status(facts["pid1"]["status"], case.get("pid1_status"))
     facts["pid1"]["limits"] = patch_limits(facts["pid1"]["limits"], case.get("pid1_limits"))
     if case.get("lspci"):
-        facts["lspci"] = {"path": "/usr/bin/lspci", "rc": 0, "output": lspci_output(case["lspci"]), "error": ""}
+        facts["lspci"] = {"path": "/usr/bin/lspci", "rc": 0, "output": load_lspci(case["lspci"]), "error": ""}
     gpus = case.get("gpus")
     if gpus == "rtx_pro_6000_x8_idle":
         gpus = load_yaml("nvidia_smi", "rtx_pro_6000_x8_idle.yml")["expected"]["gpus"]
@@ -95,7 +84,7 @@ def test_every_error_names_a_fix():
 
 
 def test_lspci_parser_reads_bus_ranges_acs_and_numa():
-    devices = hc.parse_lspci(lspci_output("lspci_8gpu_pex890xx_acs_on.txt"))
+    devices = hc.parse_lspci(load_lspci("lspci_8gpu_pex890xx_acs_on.txt"))
     down = devices["0000:17:00.0"]
     assert down["bridge"] == (0x17, 0x18, 0x29)
     assert down["acs_ctl"] == {"SrcValid": True, "TransBlk": False, "ReqRedir": True, "CmpltRedir": True,
@@ -111,7 +100,8 @@ def test_lspci_parser_reads_bus_ranges_acs_and_numa():
 
 def test_lspci_without_domain_numbers_is_domain_0000():
     out = "00:01.0 PCI bridge: X (prog-if 00 [Normal decode])\n\tBus: primary=00, secondary=01, subordinate=01, " \
-          "sec-latency=0\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-\n"
+          "sec-latency=0\n\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- " \
+          "DirectTrans-\n"
     devices = hc.parse_lspci(out)
     assert list(devices) == ["0000:00:01.0"] and devices["0000:00:01.0"]["acs_ctl"]["ReqRedir"] is True
 
@@ -156,9 +146,9 @@ def test_effective_rlimit_is_systemds_setrlimit_closest():
 
 
 def test_proc_limits_and_status_of_the_recorded_sandbox_pid1():
-    limits = hc.parse_proc_limits(text("pid1_limits_sandbox.txt"))
+    limits = hc.parse_proc_limits(load_text("host_facts", "pid1_limits_sandbox.txt"))
     assert limits == {"memlock": (8388608, 8388608), "nofile": (10000, 10000)}
-    status = hc.parse_status(text("pid1_status_sandbox.txt"))
+    status = hc.parse_status(load_text("host_facts", "pid1_status_sandbox.txt"))
     assert status["cap_eff"] & (1 << hc.CAP_SYS_RESOURCE) == 0 and status["cpus"] == {0, 1}
 
 
