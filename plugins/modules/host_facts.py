@@ -22,7 +22,8 @@ description:
   - For journald it reads C(journald.conf) and its drop-ins, the journal directory's filesystem (size, free,
     journal files' bytes, device) and journald's own last usage line (MAX_USE, DISK_KEEP_FREE). It also reads the
     model store's filesystem device and free space.
-  - Parsing and checks live in C(module_utils/host_checks.py) (the C(preflight_host_fact_problems) filter).
+  - Parsing and checks live in C(module_utils/host_checks.py) (the C(preflight_host_fact_problems) filter) and the
+    C(host_pci), C(host_systemd), C(host_numa), C(host_journald) and C(host_values) module_utils it runs.
 options:
   gpu_bus_ids:
     description: PCI bus ids of the GPUs as nvidia-smi prints them (C(00000000:1B:00.0)), in GPU index order.
@@ -119,7 +120,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_checks import journal_storage, journald_settings, normalize_bdf, order_dropins
+from ansible_collections.blackwell.sglang.plugins.module_utils.host_journald import journal_storage, journald_settings
+from ansible_collections.blackwell.sglang.plugins.module_utils.host_pci import normalize_bdf
+from ansible_collections.blackwell.sglang.plugins.module_utils.host_systemd import order_dropins
 
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
              "/lib/systemd/system")
