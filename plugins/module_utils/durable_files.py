@@ -82,7 +82,6 @@ def sync_files(paths, parallel=8):
         _sync_one(directory, data_only=False)
 
 
-
 def pump(source, out, digest, chunk=CHUNK_BYTES, on_bytes=None, should_stop=None, read_bytes=None):
     """Copy ``source`` (anything with ``readinto``: a file, an HTTP response) to the file ``out`` while
     updating ``digest``: one pass over the bytes. Reads take ``read_bytes`` (default ``chunk``) and are written
@@ -136,7 +135,6 @@ def hash_prefix(path, length=None, chunk=CHUNK_BYTES):
     return digest, done
 
 
-
 def tree_bytes(path, top_files=None):
     """Bytes of the regular files under ``path`` (0 when it does not exist); symlinks are neither followed nor
     counted. What a staging directory holds so far: model_stage's progress and copy figures and host_capacity's
@@ -155,7 +153,6 @@ def tree_bytes(path, top_files=None):
                 if top_files is not None and dirpath == path:
                     top_files.append(name)
     return total
-
 
 
 def hash_file(path, chunk=CHUNK_BYTES):

@@ -24,6 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.host_values impor
 
 __metaclass__ = type
 
+
 def unit_cpu_mems(facts):
     """(cpus, mems, cpu reasons, memory reasons, drop-in settings) for a process of the unit.
 

@@ -224,4 +224,3 @@ class Mirror(object):
         sha, size = self._with_retries(name, once)
         return {"size": size, "sha256": sha, "transferred": state["transferred"],
                 "resumed_from": state["resumed_from"] or 0, "restarts": state["restarts"]}
-

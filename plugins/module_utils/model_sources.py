@@ -57,6 +57,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress im
 
 __metaclass__ = type
 
+
 def run_pool(names, work, parallel, stop):
     """Run ``work(name)`` for every name on ``parallel`` threads; return (results by name, problems).
     The first failure sets ``stop`` so the others end early; every failure is reported, naming its file."""
@@ -95,8 +96,6 @@ def run_pool(names, work, parallel, stop):
                 else:
                     problems.append("%s: %s" % (name, exc))
     return results, problems
-
-
 
 
 class FileSource(object):
@@ -190,6 +189,7 @@ class PathSource(FileSource):
         except OSError:
             return False
         return now["size"] == rec.get("source_size") and now["mtime_ns"] == rec.get("source_mtime_ns")
+
     def check_room(self, store, model_dir, remaining):
         if not self.hardlink:
             return super(PathSource, self).check_room(store, model_dir, remaining)
@@ -218,7 +218,6 @@ class PathSource(FileSource):
         rec = {"sha256": digest, "transferred": n, "source_size": before["size"],
                "source_mtime_ns": before["mtime_ns"], "resumed_from": 0}
         return rec
-
 
 
 class HttpSource(FileSource):
@@ -381,8 +380,8 @@ class HfSource(object):
             report = self.run_helper(args, os.path.join(scratch, ".hf-report.json"), lambda: None)
             listed = dict((k, v) for k, v in report["files"].items() if isinstance(v, dict))
             self.rev = report.get("commit") or self.rev
-            self.description = "hf://%s@%s (commit %s)" % (self.repo, self.params["hf_revision"]
-                                                          or self.params["revision"], self.rev)
+            pinned = self.params["hf_revision"] or self.params["revision"]
+            self.description = "hf://%s@%s (commit %s)" % (self.repo, pinned, self.rev)
             self.sums = dict((k, v["sha256"]) for k, v in listed.items() if v.get("sha256"))
             if INDEX_NAME not in listed:
                 raise StageError("%s has no %s; stage a sharded safetensors checkpoint" % (self.description,

@@ -43,8 +43,6 @@ class StageError(Exception):
         self.problems = list(problems)
 
 
-
-
 class Journal(object):
     """The staging journal ``<partial>/.staging.json``: files recorded there are done and are kept by a re-run.
 
@@ -87,7 +85,6 @@ class Journal(object):
             return len(batch)
 
 
-
 def existing_ancestor(path):
     path = os.path.abspath(path)
     while not os.path.exists(path):
@@ -106,7 +103,6 @@ def check_label(kind, value):
     return []
 
 
-
 def space_check(store, model_dir, remaining):
     needed = remaining * SPACE_MARGIN
     free = shutil.disk_usage(existing_ancestor(model_dir)).free
@@ -114,7 +110,6 @@ def space_check(store, model_dir, remaining):
         raise StageError("not enough free space in %s: need %.1f GB (%.1f GB still to copy + 5%%), %.1f GB free; "
                          "free space or point store at a larger filesystem"
                          % (store, needed / GB, remaining / GB, free / GB))
-
 
 
 def manifest_matches(final_dir, manifest):
@@ -150,5 +145,3 @@ def flip_current(current, revision):
     os.symlink(revision, tmp)
     os.replace(tmp, current)
     fsync_dir(os.path.dirname(current))
-
-

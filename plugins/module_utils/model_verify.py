@@ -19,6 +19,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_heade
 
 __metaclass__ = type
 
+
 def check_json_file(path):
     try:
         with open(path, "rb") as handle:
@@ -89,5 +90,3 @@ def bad_files(root, files, problems):
         if any(msg.startswith(prefix) or msg.startswith(rel + ":") for msg in problems):
             bad.add(rel)
     return bad
-
-

@@ -65,4 +65,3 @@ def parse_manifest(raw, source="SHA256SUMS"):
             raise ValueError("%s: no valid sha256 for %s" % (source, ", ".join(bad[:10])))
         return sums, sizes
     return parse_sha256sums(text, source), {}
-
