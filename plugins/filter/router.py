@@ -3,7 +3,7 @@
 ``sglang_router_worker_urls``
     inventory hostnames + hostvars -> ``["http://<address>:<port>", ...]`` in inventory order: each host's
     ``sglang_service_endpoint.router_url``, as sglang_service published it (the port, scheme and address the
-    node's SGLang really serves on; see plugins/filter/sglang_argv.py ``sglang_service_endpoint``). The router
+    node's SGLang really serves on; see plugins/filter/sglang_endpoint.py ``sglang_service_endpoint``). The router
     restates none of them.
 """
 

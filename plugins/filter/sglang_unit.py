@@ -6,6 +6,11 @@
     timeouts -> list of problems (stop timeout must exceed the drain time).
 ``sglang_multinode_options``
     list of node hostnames + this host -> ``{nnodes, node-rank, dist-init-addr}`` (``{}`` on one node).
+``sglang_unit_recovery``
+    ``systemd_service`` status -> whether a failed unit was started again, and why.
+``systemd_quote``
+    list of argv strings -> one command line for ``ExecStart=`` (SGLang's and the router's units), quoted so that
+    systemd's own parser (systemd.service(5) "COMMAND LINES", systemd.unit(5) "SPECIFIERS") gives back the same list.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import re
 from ansible.errors import AnsibleFilterError
 
 # Time before and after reading the weights: process start, NCCL init, KV allocation, CUDA-graph capture
-# and warmup (minutes on 8 ranks: SGLang 0.5.23 logs each phase, and /health answers only after warmup), and the read rate we plan with: 200 MB/s is a
-# cold NFS or a busy disk; local NVMe reads ~1 GB/s (a 547 GB Kimi-K2.5 load takes ~10 minutes).
+# and warmup (minutes on 8 ranks: SGLang 0.5.23 logs each phase, and /health answers only after warmup), and the
+# read rate we plan with: 200 MB/s is a cold NFS or a busy disk; local NVMe reads ~1 GB/s (a 547 GB Kimi-K2.5 load
+# takes ~10 minutes).
 DEFAULT_BASE_SEC = 600
 DEFAULT_READ_BYTES_PER_SEC = 200 * 1000 ** 2
 
@@ -33,7 +39,8 @@ def sglang_timeout_start_sec(model_bytes, setting="auto", base_sec=DEFAULT_BASE_
     if text != "auto":
         if text == "infinity" or (text.isdigit() and int(text) > 0):
             return text
-        raise AnsibleFilterError(f"TimeoutStartSec must be auto, infinity or a positive number of seconds, got {setting!r}")
+        raise AnsibleFilterError(
+            f"TimeoutStartSec must be auto, infinity or a positive number of seconds, got {setting!r}")
     if model_bytes in (None, "", 0):
         return "infinity"
     try:
@@ -42,7 +49,8 @@ def sglang_timeout_start_sec(model_bytes, setting="auto", base_sec=DEFAULT_BASE_
         if size < 0 or rate <= 0:
             raise ValueError
     except (TypeError, ValueError):
-        raise AnsibleFilterError(f"model size {model_bytes!r} / read rate {read_bytes_per_sec!r} must be positive numbers")
+        raise AnsibleFilterError(
+            f"model size {model_bytes!r} / read rate {read_bytes_per_sec!r} must be positive numbers")
     return str(int(math.ceil((int(base_sec) + size / rate) / 60.0)) * 60)
 
 
@@ -139,6 +147,35 @@ def sglang_unit_recovery(status):
     return {"restarted": failed, "active_state": state, "result": result, "n_restarts": restarts, "why": why}
 
 
+# Characters that need no quoting in a systemd command line.
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def systemd_quote(argv) -> str:
+    """Quote ``argv`` (list of str) for ``ExecStart=`` so systemd splits it back into the same list.
+
+    systemd expands specifiers (``%`` -> ``%%``) and environment variables (``$`` -> ``$$``) and
+    splits words C-style: inside double quotes ``\\`` and ``"`` are escaped, newlines become ``\\n``.
+    Raises AnsibleFilterError for an empty argv or a relative executable path.
+    """
+    if isinstance(argv, (str, bytes)) or not argv:
+        raise AnsibleFilterError("systemd_quote expects a non-empty list of arguments")
+    words = []
+    for i, arg in enumerate(argv):
+        arg = str(arg)
+        if i == 0 and not arg.startswith("/"):
+            raise AnsibleFilterError(f"the executable must be an absolute path, got {arg!r}")
+        escaped = arg.replace("%", "%%").replace("$", "$$")
+        if arg and _SAFE.match(arg):
+            words.append(escaped)
+            continue
+        escaped = (
+            escaped.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+        )
+        words.append(f'"{escaped}"')
+    return " ".join(words)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -146,4 +183,5 @@ class FilterModule:
             "sglang_unit_errors": sglang_unit_errors,
             "sglang_unit_recovery": sglang_unit_recovery,
             "sglang_multinode_options": sglang_multinode_options,
+            "systemd_quote": systemd_quote,
         }

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as argv_filter
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_eagle3 as eagle3_filter
 from ansible_collections.blackwell.sglang.plugins.filter import sglang_unit as unit_filter
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -60,7 +61,7 @@ def _argv(overrides=None, host="node-0"):
     multinode = unit_filter.sglang_multinode_options(
         v["sglang_service_nodes"], host, v["sglang_service_dist_init_host"], v["sglang_service_dist_init_port"],
         base.get("tp-size"), v["sglang_service_socket_ifname"])
-    eagle3 = argv_filter.sglang_eagle3_options(v["sglang_service_eagle3"], base, v["sglang_service_model_family"],
+    eagle3 = eagle3_filter.sglang_eagle3_options(v["sglang_service_eagle3"], base, v["sglang_service_model_family"],
                                                _resolve(v["sglang_service_sglang_version"], v))
     options = {**{k: _resolve(x, v) for k, x in v["sglang_service_options"].items()}, **multinode, **eagle3,
                **{k: _resolve(x, v) for k, x in v["sglang_service_extra_options"].items()}}

@@ -1,4 +1,5 @@
-"""Unit filters (timeouts, multi-node) and the systemd-analyze verify wrapper of roles/sglang_service."""
+"""Unit filters (timeouts, multi-node, recovery, ExecStart quoting) and the systemd-analyze verify wrapper of
+roles/sglang_service."""
 
 import pathlib
 import shutil
@@ -110,3 +111,27 @@ def test_a_failed_unit_is_started_again_and_says_why():
     assert crashed["restarted"] and "Result=exit-code" in crashed["why"] and "start limit" not in crashed["why"]
     assert u.sglang_unit_recovery({"ActiveState": "active", "Result": "success"})["restarted"] is False
     assert u.sglang_unit_recovery({})["why"] is None  # a unit systemd does not know yet
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["/opt/x/python", "-m", "sglang.launch_server"], "/opt/x/python -m sglang.launch_server"),
+        (["/p", "50%"], "/p 50%%"),
+        (["/p", "a b"], '/p "a b"'),
+        (["/p", 'say "hi"'], '/p "say \\"hi\\""'),
+        (["/p", "C:\\dir"], '/p "C:\\\\dir"'),
+        (["/p", "$HOME"], '/p "$$HOME"'),
+        (["/p", '{"num_threads":16}'], '/p "{\\"num_threads\\":16}"'),
+        (["/p", ""], '/p ""'),
+    ],
+)
+def test_systemd_quote(argv, expected):
+    assert u.systemd_quote(argv) == expected
+
+
+def test_systemd_quote_refuses_relative_executable_and_empty_argv():
+    with pytest.raises(AnsibleFilterError):
+        u.systemd_quote(["python3", "-m", "x"])
+    with pytest.raises(AnsibleFilterError):
+        u.systemd_quote([])

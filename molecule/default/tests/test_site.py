@@ -121,8 +121,8 @@ def _filters():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[3] / "plugins" / "filter" / "sglang_argv.py"
-    spec = importlib.util.spec_from_file_location("sglang_argv_filter", path)
+    path = pathlib.Path(__file__).resolve().parents[3] / "plugins" / "filter" / "sglang_unit.py"
+    spec = importlib.util.spec_from_file_location("sglang_unit_filter", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

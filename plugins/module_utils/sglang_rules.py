@@ -1,0 +1,162 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rules SGLang options must meet beyond its parser: model family, GPU architecture, secrets, and SGLang's own
+start-up checks (stdlib only). Each returns a list of messages, empty when the options are fine; the argv filters
+(plugins/filter/sglang_argv.py) raise or report them with the parser's problems.
+
+``sglang_option_rules`` (``model_family``, ``compute_capability`` arguments): Kimi models need
+``--tool-call-parser kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code``; on compute capability 12.x
+(SM120) ``trtllm_mla`` attention and DeepGEMM backends are refused; ``--api-key``/``--admin-api-key`` are
+refused because argv is world-readable.
+
+``STARTUP_RULES`` / ``sglang_startup_rules``
+    the checks SGLang 0.5.23 runs after argparse that a Kimi deployment can hit (HiCache vs radix cache, tp/nodes,
+    multi-node DP, served name, chunked prefill vs page size, attention DP vs replicas, HiCache fraction, MoE dense
+    TP, torch.compile without padding), so they fail preflight rather than a started unit. Each rule cites the file
+    of the 0.5.23 wheel that prints it; tests/contract/test_startup_rules.py finds the text there.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import normalise_options
+
+__metaclass__ = type
+
+
+def model_family(options: dict, family: str | None = None) -> str:
+    """``family`` when given; else ``kimi`` when the model path or served name says Kimi; else ``""``."""
+    if family:
+        return str(family).strip().lower()
+    opts = normalise_options(options)
+    names = " ".join(str(opts.get(k) or "") for k in ("model-path", "served-model-name")).lower()
+    return "kimi" if "kimi" in names else ""
+
+
+# Kimi K2 / K2.5: kimi_k2 for both parsers (``kimi`` is an older
+# reasoning-only format: wrong for K2/K2.5), and the model ships its own code (tokenizer) -> trust-remote-code.
+_KIMI_REQUIRED = (("tool-call-parser", "kimi_k2"), ("reasoning-parser", "kimi_k2"), ("trust-remote-code", True))
+# Options whose values fail on SM120 (compute capability 12.x): trtllm_mla kernels and DeepGEMM are built
+# for SM90/SM100 only; on RTX PRO 6000 Blackwell the MLA default is triton.
+_ATTENTION_OPTIONS = ("attention-backend", "decode-attention-backend", "prefill-attention-backend",
+                      "speculative-draft-attention-backend")
+_DEEPGEMM_VALUES = {"fp8-gemm-backend": ("deep_gemm", "flashinfer_deepgemm"),
+                    "moe-runner-backend": ("deep_gemm",),
+                    "speculative-moe-runner-backend": ("deep_gemm",)}
+# Secrets SGLang 0.5.23 takes only as options (no environment variable): argv is world-readable
+# (/proc/PID/cmdline, ps) and ends up in the unit file and `systemctl show`.
+_SECRET_OPTIONS = ("api-key", "admin-api-key")
+
+
+def sglang_option_rules(options: dict, family: str | None = None, compute_capability: str | None = None) -> list[str]:
+    """Model-family, GPU-architecture and secret rules over ``options``; a list of messages (empty = fine)."""
+    opts = normalise_options(options)
+    errors = []
+    fam = model_family(opts, family)
+    if fam == "kimi":
+        for name, want in _KIMI_REQUIRED:
+            have = opts.get(name)
+            if want is True:
+                if have is not True:
+                    errors.append(f"Kimi models need --{name} (their tokenizer is code shipped with the model), "
+                                  f"got {have!r}; set {name}: true")
+            elif have != want:
+                older = "kimi is an older reasoning-only format, wrong for K2/K2.5; " if have == "kimi" else ""
+                errors.append(f"Kimi models need --{name} {want}, got {have!r}; {older}set {name}: {want}")
+    cc = str(compute_capability or "").strip()
+    if cc.split(".", maxsplit=1)[0] == "12":
+        sm = "SM" + cc.replace(".", "")
+        for name in _ATTENTION_OPTIONS:
+            if opts.get(name) == "trtllm_mla":
+                errors.append(f"--{name} trtllm_mla fails on compute capability {cc} ({sm}, RTX PRO 6000 Blackwell): "
+                              f"its kernels are built for SM90/SM100 only; leave it unset (MLA defaults to triton) "
+                              f"or use triton")
+        for name, bad in _DEEPGEMM_VALUES.items():
+            if opts.get(name) in bad:
+                errors.append(f"--{name} {opts[name]} uses DeepGEMM, which fails on compute capability {cc} ({sm}); "
+                              f"leave it at auto or pick a non-DeepGEMM backend")
+    for name in _SECRET_OPTIONS:
+        if opts.get(name) not in (None, False, ""):
+            errors.append(f"--{name} would put a secret in argv (world-readable in ps and /proc, and in the unit "
+                          f"file and `systemctl show`); SGLang 0.5.23 reads it from no environment variable. "
+                          f"Leave it out and protect the port (loopback + router, or a proxy holding the key)")
+    return errors
+
+
+# SGLang 0.5.23's own checks after argparse (ServerArgs resolution and check_server_args, sglang/srt/arg_groups/) that
+# a Kimi-K2.5 deployment can hit, checked here so that they fail preflight instead of a started unit. Each entry:
+# (name, the wheel's text for it -- tests/contract/test_startup_rules.py finds it in the wheel --, where, test,
+# message). ``test(opts)`` is True when the options break the rule; ``opts`` holds normalised names.
+def _opt_int(opts, name, default=None):
+    try:
+        return int(opts.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def _opt_float(opts, name):
+    try:
+        return float(opts[name]) if opts.get(name) is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+STARTUP_RULES = (
+    ("hicache_needs_radix_cache",
+     r"enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
+     "arg_groups/kv_cache_hook.py",
+     lambda o: bool(o.get("enable-hierarchical-cache")) and bool(o.get("disable-radix-cache")),
+     "--enable-hierarchical-cache and --disable-radix-cache are mutually exclusive in SGLang 0.5.23: HiCache extends "
+     "the radix cache; drop one"),
+    ("tp_divisible_by_nodes",
+     r"tp_size must be divisible by number of nodes",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: (_opt_int(o, "tp-size", 1) * _opt_int(o, "pp-size", 1)) % max(_opt_int(o, "nnodes", 1), 1) != 0,
+     "--tp-size x --pp-size must be divisible by --nnodes (SGLang 0.5.23 asserts it at start-up)"),
+    ("no_multinode_data_parallel",
+     r"multi-node data-parallel replicas are not supported",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: _opt_int(o, "dp-size", 1) > 1 and _opt_int(o, "nnodes", 1) > 1,
+     "--dp-size > 1 with --nnodes > 1: SGLang 0.5.23 has no multi-node data-parallel replicas; use --attn-dp-size "
+     "across nodes or one deployment per node"),
+    ("served_name_without_colon",
+     r"served_model_name cannot contain a colon",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: ":" in str(o.get("served-model-name") or ""),
+     "--served-model-name must not contain ':' (SGLang 0.5.23 reserves it for the model:adapter LoRA syntax)"),
+    ("chunked_prefill_multiple_of_page",
+     r"chunked_prefill_size must be divisible by page_size",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: (_opt_int(o, "chunked-prefill-size", 0) or 0) > 0 and (_opt_int(o, "page-size", 0) or 0) > 0
+     and _opt_int(o, "chunked-prefill-size") % _opt_int(o, "page-size") != 0,
+     "--chunked-prefill-size must be a multiple of --page-size (SGLang 0.5.23 asserts it at start-up)"),
+    ("attention_dp_or_replicas",
+     r"data-parallel replicas combined with attention data parallelism are not supported",
+     "arg_groups/parallel_hook.py",
+     lambda o: _opt_int(o, "attn-dp-size", 1) > 1 and _opt_int(o, "dp-size", 1) > 1,
+     "--attn-dp-size > 1 with --dp-size > 1: SGLang 0.5.23 does not combine attention DP with DP replicas"),
+    ("hicache_fraction_in_range",
+     r"--hicache-host-memory-fraction must be in \(0, 1\]",
+     "arg_groups/hicache_hook.py handle_hicache_ratio_default",
+     lambda o: _opt_float(o, "hicache-host-memory-fraction") is not None
+     and not 0 < _opt_float(o, "hicache-host-memory-fraction") <= 1,
+     "--hicache-host-memory-fraction must be in (0, 1]"),
+    ("moe_dense_tp_size",
+     r"moe_dense_tp_size only supports None, 1, or tp_size currently",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: o.get("moe-dense-tp-size") is not None
+     and _opt_int(o, "moe-dense-tp-size") not in (1, _opt_int(o, "tp-size", 1)),
+     "--moe-dense-tp-size must be 1 or the --tp-size"),
+    ("no_torch_compile_without_padding",
+     r"--disable-cuda-graph-padding is incompatible with --enable-torch-compile",
+     "arg_groups/validation_hook.py check_server_args",
+     lambda o: bool(o.get("disable-cuda-graph-padding")) and bool(o.get("enable-torch-compile")),
+     "--disable-cuda-graph-padding with --enable-torch-compile compiles once per batch size and stalls start-up for "
+     "minutes (SGLang 0.5.23 refuses it); drop one"),
+)
+
+
+def sglang_startup_rules(options: dict) -> list[str]:
+    """SGLang 0.5.23's post-parse start-up checks (``STARTUP_RULES``) over ``options``: messages, empty = fine."""
+    opts = normalise_options(options)
+    return [message for _name, _text, _where, broken, message in STARTUP_RULES if broken(opts)]
