@@ -1,7 +1,7 @@
 """Contract: the arch strings the product computes meet NVIDIA's real compilers.
 
 The product turns compute capabilities into ``FLASHINFER_CUDA_ARCH_LIST`` and ``TORCH_CUDA_ARCH_LIST``
-(plugins/filter/build.py); the real builds turn those into nvcc flags with their own code. Here that chain runs
+(plugins/filter/build_arch.py); the real builds turn those into nvcc flags with their own code. Here that chain runs
 for real:
 
 * the product's strings -> FlashInfer 0.7.2's ``CompilationContext().get_nvcc_flags_list()``
@@ -43,7 +43,7 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which("g++"), reason="g++ is needed (nvcc's host compiler)"),
 ]
 
-from ansible_collections.blackwell.sglang.plugins.filter import build  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.filter import build_arch  # noqa: E402
 
 FLAGS_SCRIPT = r"""
 import json, os, sys
@@ -76,10 +76,10 @@ def real_flags(tmp_path_factory, cuda13):
         (pkg / rel).write_text(text)
     (pkg / "flashinfer" / "__init__.py").write_text("")  # not the real one: it imports every kernel module
     cases = [
-        {"name": "cuda13", "flashinfer": build.flashinfer_arch_list(["12.0"], "13.0"),
-         "torch": build.torch_arch_list(["12.0"])},
-        {"name": "cuda12.8", "flashinfer": build.flashinfer_arch_list(["12.0"], "12.8"),
-         "torch": build.torch_arch_list(["12.0"])},
+        {"name": "cuda13", "flashinfer": build_arch.flashinfer_arch_list(["12.0"], "13.0"),
+         "torch": build_arch.torch_arch_list(["12.0"])},
+        {"name": "cuda12.8", "flashinfer": build_arch.flashinfer_arch_list(["12.0"], "12.8"),
+         "torch": build_arch.torch_arch_list(["12.0"])},
         {"name": "family_on_12.8", "flashinfer": "12.0f", "torch": "12.0a"},
     ]
     env = dict(os.environ, CUDA_HOME=str(cuda13), PATH="/usr/bin:/bin")
@@ -128,7 +128,8 @@ def _nvrtc(lib_dir, source, arch):
 
 
 def test_product_strings_for_cuda_13_compile_to_sm120_with_the_real_nvcc(real_flags, cuda13, tmp_path):
-    assert build.flashinfer_arch_list(["12.0"], "13.0") == "12.0f" and build.torch_arch_list(["12.0"]) == "12.0"
+    assert build_arch.flashinfer_arch_list(["12.0"], "13.0") == "12.0f"
+    assert build_arch.torch_arch_list(["12.0"]) == "12.0"
     flags = real_flags["cuda13"]
     assert flags["flashinfer"] == ["-gencode=arch=compute_120f,code=sm_120f"]
     assert flags["torch"] == ["-gencode=arch=compute_120,code=sm_120"]
@@ -148,7 +149,7 @@ def test_cuda_12_8_takes_the_products_12_0a_and_refuses_12_0f(real_flags, cuda13
     assert (major.value, minor.value) == (12, 8)
     source = KERNEL.read_bytes()
     # the product: 12.0a on 12.8 (12.0f needs 12.9), which FlashInfer turns into compute_120a/sm_120a
-    assert build.flashinfer_arch_list(["12.0"], "12.8") == "12.0a"
+    assert build_arch.flashinfer_arch_list(["12.0"], "12.8") == "12.0a"
     flags = real_flags["cuda12.8"]["flashinfer"]
     assert flags == ["-gencode=arch=compute_120a,code=sm_120a"]
     ok, log, cubin = _nvrtc(lib, source, _gencode_target(flags[0]))

@@ -1,10 +1,14 @@
-"""Build filters: FlashInfer arch list by CUDA version, job counts from memory, release fingerprints."""
+"""Build filters: arch lists by CUDA version (build_arch), job counts from memory and the build's priority
+(build_host), patch series (build_patches), release fingerprints, constraints and pruning (build_release)."""
 
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.filter import build
+from ansible_collections.blackwell.sglang.plugins.filter import build_arch as arch
+from ansible_collections.blackwell.sglang.plugins.filter import build_host as host
+from ansible_collections.blackwell.sglang.plugins.filter import build_patches as patching
+from ansible_collections.blackwell.sglang.plugins.filter import build_release as release
 
 
 @pytest.mark.parametrize(
@@ -12,17 +16,17 @@ from ansible_collections.blackwell.sglang.plugins.filter import build
     [("12.8", "12.0a"), ("12.9", "12.0f"), ("13.0", "12.0f"), ("13.1", "12.0f")],
 )
 def test_sm120_arch_list_follows_cuda_version(cuda, expected):
-    assert build.flashinfer_arch_list(["12.0"], cuda) == expected
+    assert arch.flashinfer_arch_list(["12.0"], cuda) == expected
 
 
 def test_sm120_with_cuda_12_6_is_refused_with_both_versions():
     with pytest.raises(AnsibleFilterError, match=r"12\.0.*CUDA >= 12\.8.*found CUDA 12\.6"):
-        build.flashinfer_arch_list(["12.0"], "12.6")
+        arch.flashinfer_arch_list(["12.0"], "12.6")
 
 
 def test_arch_list_deduplicates_and_keeps_other_capabilities():
-    assert build.flashinfer_arch_list(["12.0", "12.0", "9.0"], "13.0") == "12.0f 9.0"
-    assert build.torch_arch_list(["12.0", "12.0"]) == "12.0"
+    assert arch.flashinfer_arch_list(["12.0", "12.0", "9.0"], "13.0") == "12.0f 9.0"
+    assert arch.torch_arch_list(["12.0", "12.0"]) == "12.0"
 
 
 @pytest.mark.parametrize(
@@ -35,24 +39,24 @@ def test_arch_list_deduplicates_and_keeps_other_capabilities():
     ],
 )
 def test_job_count_comes_from_memory(mem_gib, cores, expected):
-    assert build.build_jobs(mem_gib * 1024, cores) == expected
+    assert host.build_jobs(mem_gib * 1024, cores) == expected
 
 
 def test_job_count_respects_max_jobs_and_rejects_nonsense():
-    assert build.build_jobs(512 * 1024, 64, max_jobs=4) == 4
+    assert host.build_jobs(512 * 1024, 64, max_jobs=4) == 4
     with pytest.raises(AnsibleFilterError):
-        build.build_jobs("lots", 8)
+        host.build_jobs("lots", 8)
     with pytest.raises(AnsibleFilterError):
-        build.build_jobs(1024, 8, gb_per_job=0)
+        host.build_jobs(1024, 8, gb_per_job=0)
 
 
 def test_fingerprint_ignores_key_order_and_sees_every_value():
     a = {"sglang_ref": "v0.5.23", "cuda": "13.0", "patches": ["ab12"]}
     b = {"patches": ["ab12"], "cuda": "13.0", "sglang_ref": "v0.5.23"}
-    assert build.release_fingerprint(a) == build.release_fingerprint(b)
-    assert len(build.release_fingerprint(a)) == 16
+    assert release.release_fingerprint(a) == release.release_fingerprint(b)
+    assert len(release.release_fingerprint(a)) == 16
     for key, value in [("cuda", "12.9"), ("patches", ["ab13"]), ("sglang_ref", "v0.5.22")]:
-        assert build.release_fingerprint({**a, key: value}) != build.release_fingerprint(a)
+        assert release.release_fingerprint({**a, key: value}) != release.release_fingerprint(a)
 
 
 # ------------------------------------------------------------------------ fingerprint inputs (issue 4)
@@ -65,51 +69,51 @@ def _patch(tmp_path, name, text):
 def test_patch_series_keeps_order_hashes_bytes_and_numbers_node_names(tmp_path):
     _patch(tmp_path, "fix-a.patch", "--- a/x\n+++ b/x\n")
     _patch(tmp_path, "fix-b.patch", "--- a/y\n+++ b/y\n")
-    series = build.patch_series(["fix-b.patch", str(tmp_path / "fix-a.patch")], str(tmp_path))
+    series = patching.patch_series(["fix-b.patch", str(tmp_path / "fix-a.patch")], str(tmp_path))
     assert [s["name"] for s in series] == ["fix-b.patch", "fix-a.patch"]
     assert [s["dest"] for s in series] == ["0001-fix-b.patch", "0002-fix-a.patch"]
     import hashlib
     assert series[1]["sha256"] == hashlib.sha256(b"--- a/x\n+++ b/x\n").hexdigest()
-    assert build.patch_series([], str(tmp_path)) == [] and build.patch_series(None) == []
+    assert patching.patch_series([], str(tmp_path)) == [] and patching.patch_series(None) == []
 
 
 def test_patch_series_names_a_missing_patch(tmp_path):
     with pytest.raises(AnsibleFilterError, match=r"patch 2 of 2 \(gone\.patch\).*No such file"):
         _patch(tmp_path, "ok.patch", "x")
-        build.patch_series(["ok.patch", "gone.patch"], str(tmp_path))
+        patching.patch_series(["ok.patch", "gone.patch"], str(tmp_path))
     with pytest.raises(AnsibleFilterError, match="list of file paths"):
-        build.patch_series("one.patch")
+        patching.patch_series("one.patch")
 
 
 def _inputs(tmp_path, patches=(), method="source", constraints=("sglang-kernel==0.4.10",)):
-    series = build.patch_series(list(patches), str(tmp_path))
-    return {"method": method, "sglang_ref": "v0.5.23", "patches": build.patch_fingerprint(series),
-            "constraints": build.build_constraints(list(constraints), ["torch==2.14.1"]),
+    series = patching.patch_series(list(patches), str(tmp_path))
+    return {"method": method, "sglang_ref": "v0.5.23", "patches": patching.patch_fingerprint(series),
+            "constraints": release.build_constraints(list(constraints), ["torch==2.14.1"]),
             "cuda": "13.0", "arch_list": "12.0", "python": "3.11", "torch": "2.14.1"}
 
 
 def test_fingerprint_sees_patch_content_order_method_and_constraints(tmp_path):
     _patch(tmp_path, "a.patch", "A\n")
     _patch(tmp_path, "b.patch", "B\n")
-    base = build.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"]))
-    assert build.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"])) == base  # same inputs
-    assert build.release_fingerprint(_inputs(tmp_path, ["b.patch", "a.patch"])) != base  # order matters
-    assert build.release_fingerprint(_inputs(tmp_path, ["a.patch"])) != base
-    assert build.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"], method="wheel")) != base
-    assert build.release_fingerprint(
+    base = release.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"]))
+    assert release.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"])) == base  # same inputs
+    assert release.release_fingerprint(_inputs(tmp_path, ["b.patch", "a.patch"])) != base  # order matters
+    assert release.release_fingerprint(_inputs(tmp_path, ["a.patch"])) != base
+    assert release.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"], method="wheel")) != base
+    assert release.release_fingerprint(
         _inputs(tmp_path, ["a.patch", "b.patch"], constraints=["sglang-kernel==0.4.11"])) != base
     _patch(tmp_path, "b.patch", "B changed\n")  # same name, new content -> new release
-    assert build.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"])) != base
+    assert release.release_fingerprint(_inputs(tmp_path, ["a.patch", "b.patch"])) != base
 
 
 def test_constraints_put_required_pins_first_and_refuse_conflicts():
-    text = build.build_constraints(["sglang-kernel==0.4.10", "torch==2.14.1"], ["torch==2.14.1"])
+    text = release.build_constraints(["sglang-kernel==0.4.10", "torch==2.14.1"], ["torch==2.14.1"])
     assert text == "torch==2.14.1\nsglang-kernel==0.4.10\n"
     with pytest.raises(AnsibleFilterError, match=r"torch is pinned twice: 'torch==2\.14\.1' and 'torch==2\.9\.0'"):
-        build.build_constraints(["torch==2.9.0"], ["torch==2.14.1"])
+        release.build_constraints(["torch==2.9.0"], ["torch==2.14.1"])
     with pytest.raises(AnsibleFilterError, match="not a pin"):
-        build.build_constraints(["sglang-kernel"])
-    assert build.build_constraints([]) == ""
+        release.build_constraints(["sglang-kernel"])
+    assert release.build_constraints([]) == ""
 
 
 def test_patch_failure_names_the_first_patch_that_did_not_apply():
@@ -119,20 +123,20 @@ def test_patch_failure_names_the_first_patch_that_did_not_apply():
          "item": {"name": "0002-broken.patch", "index": 2, "path": "/p/0002-broken.patch"}},
         {"rc": 1, "failed": True, "stderr": "later", "item": {"name": "0003-x.patch", "index": 3}},
     ]
-    msg = build.patch_failure(results, "SGLang v0.5.23")
+    msg = patching.patch_failure(results, "SGLang v0.5.23")
     assert msg.startswith("patch 0002-broken.patch (2 of 3, /p/0002-broken.patch) does not apply to SGLang v0.5.23")
     assert "patch failed: python/sglang/__init__.py:3" in msg and "0003" not in msg
-    assert build.patch_failure(results[:1]) == ""
+    assert patching.patch_failure(results[:1]) == ""
     # The roles' loops name their variable (loop_control.loop_var): each result holds its entry under that name.
     named = [{k if k != "item" else "sglang_build_patch": v for k, v in r.items()} for r in results]
     for r in named:
         r["ansible_loop_var"] = "sglang_build_patch"
-    assert build.patch_failure(named, "SGLang v0.5.23") == msg
+    assert patching.patch_failure(named, "SGLang v0.5.23") == msg
 
 
 def test_sm_arch_names_torch_archs():
-    assert build.sm_arch("12.0") == "sm_120"
-    assert build.sm_arch("9.0") == "sm_90"
+    assert arch.sm_arch("12.0") == "sm_120"
+    assert arch.sm_arch("9.0") == "sm_90"
 
 
 # ------------------------------------------------------------------------------------ prune selection
@@ -142,31 +146,43 @@ def _rel(name, mtime, complete=True):
 
 def test_prune_keeps_newest_complete_and_never_current_or_previous():
     entries = [_rel("r1", 1), _rel("r2", 2), _rel("r3", 3), _rel("r4", 4), _rel("r5", 5)]
-    assert build.prune_selection(entries, 3) == ["r1", "r2"]
+    assert release.prune_selection(entries, 3) == ["r1", "r2"]
     # current is the oldest (a rollback happened) and previous the next: both stay, they count towards keep
-    assert build.prune_selection(entries, 3, protect=["/opt/sglang/releases/r1", "r2"]) == ["r3", "r4"]
-    assert build.prune_selection(entries, 1, protect=["r1", "r2"]) == ["r3", "r4", "r5"]
+    assert release.prune_selection(entries, 3, protect=["/opt/sglang/releases/r1", "r2"]) == ["r3", "r4"]
+    assert release.prune_selection(entries, 1, protect=["r1", "r2"]) == ["r3", "r4", "r5"]
 
 
 def test_prune_drops_failed_builds_only_once_something_newer_succeeded():
     entries = [_rel("ok1", 1), _rel("failed", 2, False), _rel("ok2", 3), _rel("failing-now", 4, False)]
-    assert build.prune_selection(entries, 3) == ["failed"]
-    assert build.prune_selection([_rel("failed", 2, False)], 3) == []
+    assert release.prune_selection(entries, 3) == ["failed"]
+    assert release.prune_selection([_rel("failed", 2, False)], 3) == []
 
 
 def test_prune_reads_find_results_markers_partials_and_pattern():
     found = [{"path": "/opt/sglang/releases/%016x" % i, "mtime": i} for i in range(1, 6)]
     found.append({"path": "/opt/sglang/releases/lost+found", "mtime": 0})
     markers = [{"path": "/opt/sglang/releases/%016x/release.json" % i} for i in (1, 2, 3, 5)]
-    doomed = build.prune_selection(found, 2, protect=["%016x" % 5], pattern="[0-9a-f]{16}", markers=markers)
+    doomed = release.prune_selection(found, 2, protect=["%016x" % 5], pattern="[0-9a-f]{16}", markers=markers)
     # 5 protected + 3 kept; 2 and 1 complete but old; 4 incomplete and older than 5
     assert doomed == ["%016x" % 1, "%016x" % 2, "%016x" % 4]
     wheels = [{"path": "/w/flashinfer-%016x" % 1, "mtime": 1}, {"path": "/w/flashinfer-%016x.partial" % 2, "mtime": 2},
               {"path": "/w/flashinfer-%016x" % 3, "mtime": 3}]
-    assert build.prune_selection(wheels, 1, pattern=r"flashinfer-[0-9a-f]{16}(\.partial)?") == [
+    assert release.prune_selection(wheels, 1, pattern=r"flashinfer-[0-9a-f]{16}(\.partial)?") == [
         "flashinfer-%016x" % 1, "flashinfer-%016x.partial" % 2]
 
 
 def test_prune_refuses_keep_below_one():
     with pytest.raises(AnsibleFilterError, match="at least 1"):
-        build.prune_selection([], 0)
+        release.prune_selection([], 0)
+
+
+@pytest.mark.parametrize("nice, prefix", [(0, ""), (None, ""), ("10", "nice -n 10 ionice -c 3 "),
+                                          (19, "nice -n 19 ionice -c 3 ")])
+def test_priority_prefix_lowers_cpu_and_io_priority_only_when_asked(nice, prefix):
+    assert host.priority_prefix(nice) == prefix
+
+
+@pytest.mark.parametrize("nice, words", [(20, "0-19, got 20"), (-1, "0-19, got -1"), ("low", "a number 0-19")])
+def test_priority_prefix_refuses_a_niceness_out_of_range(nice, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        host.priority_prefix(nice)

@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for build releases: what identifies one, the pins it is built with, and which old ones to delete.
+
+``release_fingerprint``
+    a dict of everything that makes a release different (refs, patch sha256s, CUDA version, arch list, Python,
+    constraints) -> the first characters of its sha256: the release directory's name.
+``build_constraints``
+    the inventory's pins + the pins the role needs -> ``constraints.txt`` for ``pip -c`` (a name pinned twice
+    differently is refused).
+``prune_selection``
+    ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
+    delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+from ansible.errors import AnsibleFilterError
+
+
+def release_fingerprint(inputs: dict, length: int = 16) -> str:
+    """Return the hex sha256 (first ``length`` chars) of ``inputs`` as canonical JSON.
+
+    ``inputs`` holds everything that makes a release different: refs, patch sha256s, CUDA version,
+    arch list, Python version, constraints. Key order does not matter; any value change does.
+    """
+    if not isinstance(inputs, dict):
+        raise AnsibleFilterError("release_fingerprint expects a dict of inputs")
+    blob = json.dumps(inputs, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[: int(length)]
+
+
+_PIN = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(==|===|<=|>=|~=|!=|<|>)\s*\S+")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def build_constraints(pins, required=None) -> str:
+    """Return constraints.txt (one pin a line, for ``pip -c``) from ``pins`` plus ``required`` pins.
+
+    ``pins`` is the inventory's list (``sglang_build_constraints``: "sglang-kernel==0.4.10", ...);
+    ``required`` are pins the role itself needs (torch==<sglang_build_torch_version>) so SGLang's own
+    dependencies cannot swap torch. A name pinned twice differently is an error naming both pins; a line
+    that is not "name<op>version" is an error. Output order: required first, then pins, duplicates dropped.
+    """
+    lines: list[str] = []
+    seen: dict[str, str] = {}
+    for pin in list(required or []) + list(pins or []):
+        pin = str(pin).strip()
+        match = _PIN.match(pin)
+        if not match:
+            raise AnsibleFilterError(f"constraint {pin!r} is not a pin such as 'torch==2.14.1'")
+        name = _canonical(match.group(1))
+        if name in seen:
+            if seen[name] != pin:
+                raise AnsibleFilterError(f"{match.group(1)} is pinned twice: {seen[name]!r} and {pin!r}")
+            continue
+        seen[name] = pin
+        lines.append(pin)
+    return "".join(line + "\n" for line in lines)
+
+
+def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -> list[str]:
+    """Pick which build outputs to delete: the names of ``entries`` beyond the newest ``keep`` complete ones.
+
+    ``entries``: [{"name" (or "path"), "mtime", "complete"}] -- ``ansible.builtin.find`` results work as
+    they are. Completeness: with ``markers`` (paths of completion markers such as ``<dir>/release.json``,
+    from another find) an entry is complete when a marker sits directly in it; without, the entry's
+    ``complete`` key, else "name does not end with .partial" (wheel dirs are published by rename).
+    ``protect``: names or paths never deleted (current, previous, the one just built).
+    ``pattern``: a regex the name must fully match to be considered at all (other files are left alone).
+    Rules: protected entries are kept and count towards ``keep``; the newest complete ones are kept up to
+    ``keep``; older complete ones go; an incomplete entry goes only when a newer complete one exists (a
+    failed build is kept for its log until something newer succeeds). Oldest first in the result.
+    """
+    try:
+        keep = int(keep)
+    except (TypeError, ValueError) as exc:
+        raise AnsibleFilterError(f"keep must be a number, got {keep!r}") from exc
+    if keep < 1:
+        raise AnsibleFilterError(f"keep must be at least 1 (the current release), got {keep}")
+    protect = {os.path.basename(str(p).rstrip("/")) for p in (protect or []) if p}
+    rx = re.compile(pattern) if pattern else None
+    marked = None
+    if markers is not None:
+        marked = {os.path.basename(os.path.dirname(str(m.get("path", "") if isinstance(m, dict) else m)))
+                  for m in markers}
+    items = []
+    for entry in entries or []:
+        name = os.path.basename(str(entry.get("name") or entry.get("path") or "").rstrip("/"))
+        if not name or (rx and not rx.fullmatch(name)):
+            continue
+        if marked is not None:
+            complete = name in marked
+        elif "complete" in entry:
+            complete = bool(entry["complete"])
+        else:
+            complete = not name.endswith(".partial")
+        items.append((float(entry.get("mtime", 0)), name, complete))
+    items.sort(key=lambda t: (t[0], t[1]), reverse=True)  # newest first
+    kept = sum(1 for _m, name, _c in items if name in protect)
+    newest_complete = max((m for m, _n, c in items if c), default=None)
+    doomed = []
+    for mtime, name, complete in items:
+        if name in protect:
+            continue
+        if complete:
+            if kept < keep:
+                kept += 1
+                continue
+            doomed.append((mtime, name))
+        elif newest_complete is not None and mtime < newest_complete:
+            doomed.append((mtime, name))
+    return [name for _m, name in sorted(doomed)]
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "release_fingerprint": release_fingerprint,
+            "build_constraints": build_constraints,
+            "prune_selection": prune_selection,
+        }
