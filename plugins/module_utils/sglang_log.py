@@ -3,12 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read SGLang's startup log and decide where the server is (stdlib only).
 
-Every piece of text this module looks for is named once, in ``WHEEL_TEXT`` (printed by SGLang 0.5.23 itself,
-with the wheel file that prints it) or ``FOREIGN_TEXT`` (printed by another program: CPython, uvicorn,
-transformers, torch, NCCL, libstdc++), and every regex below is built from those entries.
-``tests/contract/test_log_knowledge.py`` parses the pinned wheel with ``ast``, folds its f-strings, ``%``
-formats and concatenations into templates and requires every ``WHEEL_TEXT`` pattern to fit one (and a changed
-word to fit none); ``WHEEL_FUNCTIONS`` must be functions the wheel defines.
+Every piece of text this module looks for is named once in ``sglang_log_text`` (``WHEEL_TEXT``: printed by
+SGLang 0.5.23 itself, with the wheel file that prints it; ``FOREIGN_TEXT``: printed by another program), and every
+regex below is built from those entries, except the log prefix's, whose source is named where it is built.
 
 Startup of SGLang 0.5.23 as the log shows it (``[<time>{ DP d}{ PP p}{ ATTN_CP c}{ MOE_DP m}{ TP t}{ EP e}] msg``
 on scheduler lines, ``managers/scheduler.py configure_scheduler_process``; a bare ``[<time>]`` on the parent's):
@@ -28,119 +25,15 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import (
+    WHEEL_FUNCTIONS, WHEEL_TEXT, any_text_re, text_re,
+)
+
 __metaclass__ = type
-
-# name -> (regex, the 0.5.23 wheel file (under sglang/srt/) and function that print it)
-WHEEL_TEXT = {
-    "server_args": (r"server_args=", "entrypoints/engine.py Engine._launch_subprocesses"),
-    "init_parallel_begin": (r"Init parallel begin\.", "distributed/bootstrap.py init_parallel_runtime"),
-    "init_parallel_end": (r"Init parallel ends\. elapsed=", "distributed/bootstrap.py init_parallel_runtime"),
-    "memory_baseline": (r"Memory baseline taken\. mem usage=",
-                        "distributed/bootstrap.py measure_pre_model_load_memory"),
-    "load_weight_begin": (r"Load weight begin\. avail mem=", "model_executor/model_runner.py ModelRunner.load_model"),
-    "weights_format": (r"Using model weights format ", "model_loader/weight_utils.py"),
-    "bar_multithread": (r"Multi-thread loading shards",
-                        "model_loader/weight_utils.py multi_thread_safetensors_weights_iterator (tqdm desc)"),
-    "bar_prefetch": (r"Loading safetensors checkpoint shards",
-                     "model_loader/weight_utils.py safetensors_weights_iterator (tqdm desc)"),
-    "bar_format": (r":\s*(?P<pct>\d+)% Completed \| (?P<i>\d+)/(?P<n>\d+) \[", "utils/common.py BAR_FORMAT"),
-    "load_weight_end": (r"Load weight end\. elapsed=", "model_executor/model_runner.py ModelRunner.load_model"),
-    "kv_cache_allocated": (r"KV Cache is allocated\. dtype: ",
-                           "mem_cache/memory_pool.py KVCache._finalize_allocation_log"),
-    "memory_pool_end": (r"Memory pool end\. avail mem=", "mem_cache/kv_cache_configurator.py"),
-    "capture_prefill_begin": (r"Capture \w+ prefill CUDA graph begin\.",
-                              "model_executor/model_runner_components/cuda_graph_setup.py capture_prefill_graph"),
-    "capture_prefill_end": (r"Capture \w+ prefill CUDA graph end\.",
-                            "model_executor/model_runner_components/cuda_graph_setup.py capture_prefill_graph"),
-    "capture_prefill_bar": (r"Capturing prefill shape \(num_tokens=",
-                            "model_executor/runner/prefill_cuda_graph_runner.py (tqdm desc)"),
-    "capture_decode_begin": (r"Capture \w+ decode CUDA graph begin\.",
-                             "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
-    "capture_decode_end": (r"Capture \w+ decode CUDA graph end\.",
-                           "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
-    "capture_verify_begin": (r"Capture \w+ verify CUDA graph begin\.",
-                             "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
-    "capture_verify_end": (r"Capture \w+ verify CUDA graph end\.",
-                           "model_executor/model_runner_components/cuda_graph_setup.py capture_decode_graph"),
-    "capture_draft_extend_begin": (r"Capture draft extend CUDA graph begin\.", "speculative/eagle_worker_v2.py"),
-    "capture_draft_extend_end": (r"Capture draft extend CUDA graph end\.", "speculative/eagle_worker_v2.py"),
-    "capture_decode_bar": (r"Capturing batches \(bs=",
-                           "model_executor/runner/decode_cuda_graph_runner.py (tqdm desc)"),
-    "capture_failed": (r"Capture cuda graph failed: ",
-                       "model_executor/runner/decode_cuda_graph_runner.py, speculative/eagle_*_cuda_graph_runner.py"),
-    "hicache_pool": (r"Allocating \w+ hierarchical KV host pool: \d+ tokens, ",
-                     "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
-    "hicache_no_memory": (r"Not enough host memory available\. Requesting ",
-                          "mem_cache/pool_host/base.py HostKVCache._allocate_host_buffer"),
-    "hicache_nothing_left": (r"No host memory is left for HiCache after the 10 GiB reserve",
-                             "mem_cache/hicache_auto_size.py auto_size_hicache"),
-    "hicache_cannot_size": (r"Cannot automatically size HiCache host memory",
-                            "mem_cache/host_memory.py available_host_memory_bytes"),
-    "warmup_image": (r"image for Kimi VLM startup warmup",
-                     "entrypoints/http_server.py _get_vlm_warmup_image_base64"),
-    "warmup_failed": (r"Initialization failed\. warmup error: ", "entrypoints/http_server.py _execute_server_warmup"),
-    "ready": (r"The server is fired up and ready to roll!", "entrypoints/http_server.py _wait_and_warmup"),
-    "scheduler_exception": (r"Scheduler hit an exception: ", "managers/scheduler.py run_scheduler_process"),
-    "detokenizer_exception": (r"DetokenizerManager hit an exception: ",
-                              "managers/detokenizer_manager.py run_detokenizer_process"),
-    "sigquit_launch": (r"Received sigquit from a child process\. It usually means the child failed\.",
-                       "entrypoints/engine.py launch_phase_sigquit_handler"),
-    "sigquit_running": (r"SIGQUIT received\. signum=.*?, frame=.*?\. It usually means one child failed\.",
-                        "managers/tokenizer_manager.py SignalHandler.running_phase_sigquit_handler"),
-    "scheduler_died": (r"Rank (?P<rank>\d+) scheduler died during initialization \(exit code: (?P<code>-?\d+)\)",
-                       "entrypoints/engine.py _scheduler_died_error"),
-    "subprocess_crashed": (r"Subprocess (?P<name>\w+?)(?:_(?P<rank>\d+))? \(pid=\d+\) crashed with exit code "
-                           r"(?P<code>-?\d+)\.", "utils/watchdog.py SubprocessWatchdog._check_processes"),
-    "init_failed": (r"Initialization failed\. Please see the error messages above\.",
-                    "entrypoints/engine.py _wait_for_scheduler_ready"),
-}
-
-# Functions of the wheel whose names in a traceback's frames say the tokenizer / processor was loading.
-WHEEL_FUNCTIONS = {
-    "get_tokenizer": "utils/hf_transformers/tokenizer.py",
-    "get_processor": "utils/hf_transformers/processor.py",
-    "init_tokenizer_and_processor": "managers/tokenizer_manager.py TokenizerManager",
-    "init_tokenizer": "managers/scheduler.py Scheduler",
-}
-
-# name -> (regex, the program that prints it): not SGLang's text, so not checked against the wheel.
-FOREIGN_TEXT = {
-    "uvicorn_running": (r"Uvicorn running on ", "uvicorn 0.54 uvicorn/config.py Config.bind_socket"),
-    "uvicorn_startup": (r"Application startup complete\.", "uvicorn 0.54 uvicorn/lifespan/on.py"),
-    "uvicorn_warmup_request": (r'"GET /model_info HTTP/1\.1" 200',
-                               "uvicorn 0.54 uvicorn/protocols/http access log of the warmup's first request"),
-    "traceback": (r"Traceback \(most recent call last\):", "CPython Lib/traceback.py"),
-    "faulthandler": (r"Fatal Python error", "CPython faulthandler (scheduler processes enable it)"),
-    "segfault": (r"Segmentation fault", "CPython faulthandler / the kernel"),
-    "cuda_oom": (r"CUDA error: out of memory", "torch c10/cuda CUDAException"),
-    "torch_oom": (r"OutOfMemoryError", "torch torch.OutOfMemoryError"),
-    "oom_killer": (r"Killed process", "the kernel OOM killer (only in the journal when kernel messages are read)"),
-    "nccl_error": (r"NCCL error", "torch ProcessGroupNCCL watchdog"),
-    "cpp_terminate": (r"terminate called after", "libstdc++ std::terminate"),
-    "config_invalid": (r"config file at .* is not a valid JSON file|does not appear to have a file named config",
-                       "transformers 5.19.0 configuration_utils.py PretrainedConfig._dict_from_json_file"),
-    "no_kernel_image": (r"no kernel image is available for execution",
-                        "the CUDA runtime's cudaErrorNoKernelImageForDevice text, raised by torch (CUDA error: ...)"),
-    "bind_failed": (r"error while attempting to bind on address",
-                    "CPython 3.11 Lib/asyncio/base_events.py create_server, logged by uvicorn 0.54 server.py "
-                    "Server.startup (SGLang 0.5.23 http_server.py runs uvicorn.Server)"),
-    "address_in_use": (r"\[Errno 98\] Address already in use",
-                       "the OSError of EADDRINUSE (strerror), e.g. a socket SGLang binds itself"),
-}
 
 TRACEBACK_START = "Traceback (most recent call last):"
 CHAIN_LINES = ("During handling of the above exception, another exception occurred:",
                "The above exception was the direct cause of the following exception:")
-
-
-def _rx(name):
-    entry = WHEEL_TEXT.get(name) or FOREIGN_TEXT[name]
-    return re.compile(entry[0])
-
-
-def _any(*names):
-    return re.compile("|".join("(?:%s)" % (WHEEL_TEXT.get(n) or FOREIGN_TEXT[n])[0] for n in names))
-
 
 PROGRESS_RE = re.compile(r"(?P<desc>%s|%s)%s" % (WHEEL_TEXT["bar_multithread"][0], WHEEL_TEXT["bar_prefetch"][0],
                                                  WHEEL_TEXT["bar_format"][0]))
@@ -163,26 +56,26 @@ PHASES = (
     ("ready", ("ready",)),
 )
 PHASE_ORDER = [name for name, dummy in PHASES]
-_PHASE_RES = [(name, _any(*names)) for name, names in PHASES]
+_PHASE_RES = [(name, any_text_re(*names)) for name, names in PHASES]
 # phases the parent (HTTP server) reaches only after every scheduler is ready
 PARENT_PHASES = ("http_server", "warmup", "ready")
 CAPTURE_PHASES = ("prefill_graph_capture", "decode_graph_capture")
 
 READY_LINE = "The server is fired up and ready to roll!"
-SIGQUIT_RE = _any("sigquit_launch", "sigquit_running")
-DIED_RE = _rx("scheduler_died")
-SUBPROCESS_CRASH_RE = _rx("subprocess_crashed")
-CONFIG_ERROR_RE = _rx("config_invalid")
+SIGQUIT_RE = any_text_re("sigquit_launch", "sigquit_running")
+DIED_RE = text_re("scheduler_died")
+SUBPROCESS_CRASH_RE = text_re("subprocess_crashed")
+CONFIG_ERROR_RE = text_re("config_invalid")
 # Fatal lines that come without a Python traceback (signals, OOM killer, C++ aborts).
-FATAL_RE = _any("faulthandler", "segfault", "cuda_oom", "torch_oom", "oom_killer", "nccl_error", "cpp_terminate")
+FATAL_RE = any_text_re("faulthandler", "segfault", "cuda_oom", "torch_oom", "oom_killer", "nccl_error", "cpp_terminate")
 TOKENIZER_FRAME_RE = re.compile(r", in (?:%s)$" % "|".join(WHEEL_FUNCTIONS))
 # What the first error says about where it happened, checked in this order (error text or failure line).
 ERROR_PHASES = (
-    (_rx("warmup_failed"), "warmup"),
-    (_rx("hicache_no_memory"), "hicache_alloc"),
-    (_rx("hicache_nothing_left"), "hicache_alloc"),
-    (_rx("hicache_cannot_size"), "hicache_alloc"),
-    (_rx("capture_failed"), "cuda_graph_capture"),
+    (text_re("warmup_failed"), "warmup"),
+    (text_re("hicache_no_memory"), "hicache_alloc"),
+    (text_re("hicache_nothing_left"), "hicache_alloc"),
+    (text_re("hicache_cannot_size"), "hicache_alloc"),
+    (text_re("capture_failed"), "cuda_graph_capture"),
 )
 
 # Log line prefix: "[2026-05-18 10:00:00{.mmm}{ DP0}{ PP0}{ TP3}{ EP3}] " (utils/common.py configure_logger format
@@ -339,8 +232,8 @@ def crash_phase(lines, failure_at, error, died=None, traceback=None):
     a failed CUDA graph capture -> the capture phase of that rank (``decode_graph_capture`` when unknown); a
     traceback through the tokenizer/processor loaders -> ``tokenizer_load``. Otherwise the phase the failing
     rank had reached before line ``failure_at`` (a rank that never logged died as it started); ``config`` when
-    the parent failed on config.json before any scheduler phase (a staging error: an empty config.json); ``serving`` for a
-    failure after the ready line."""
+    the parent failed on config.json before any scheduler phase (a staging error: an empty config.json);
+    ``serving`` for a failure after the ready line."""
     if failure_at is None:
         return None
     if any(READY_LINE in line for line in lines[:failure_at]):
@@ -440,9 +333,9 @@ PHASE_VERDICT = {
 # What to do about a crash, by the phase it happened in (``crash_phase``); checked in order, the first match of the
 # error wins over the phase (``crash_advice``).
 ADVICE_BY_ERROR = (
-    (_rx("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
+    (text_re("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
      "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
-    (_any("bind_failed", "address_in_use"), "the port is taken by another process: stop it or move --port "
+    (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process: stop it or move --port "
      "(preflight names the process that holds it)"),
 )
 ADVICE_BY_PHASE = {
@@ -599,7 +492,8 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     3. main process gone (``main_process_gone``: Result != success, or MainPID 0 with ExecMainCode
        set, or failed/inactive) -> crashed, whatever ActiveState says (deactivating, auto-restart);
     4. a traceback, dead-rank, SIGQUIT or fatal line in the log -> crashed (the parent may still run);
-    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the parent keeps answering);
+    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the
+       parent keeps answering);
     6. ``/health`` 200 with tp_size schedulers -> ready;
     7. neither the log, nor the tree's I/O and page faults, nor the GPU memory of the unit's processes changed for
        ``stall_timeout`` s -> stalled (with a hint at ACS/IOMMU when the GPUs are busy all the same);
@@ -664,7 +558,8 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     if seen_full and not full:
         return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
                         reason="only %d of %d scheduler processes are alive (all %d were seen earlier); a rank died "
-                               "while the parent keeps running (an NCCL abort kills schedulers, not the parent)" % (schedulers, tp_size, tp_size))
+                               "while the parent keeps running (an NCCL abort kills schedulers, not the parent)"
+                               % (schedulers, tp_size, tp_size))
 
     if last.get("http_code") == 200 and full:
         return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive"

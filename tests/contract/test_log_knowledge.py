@@ -1,8 +1,8 @@
 """Contract: what the product reads in SGLang's log is text the pinned SGLang 0.5.23 wheel really prints.
 
-``plugins/module_utils/sglang_log.py`` names every pattern it relies on in ``WHEEL_TEXT`` (with the file that
-prints it) or ``FOREIGN_TEXT`` (another program's text, not checked here). The wheel in ``.venv-sglang`` is parsed
-with ``ast`` into templates (``wheel_templates.py``: f-strings, ``%`` formats, ``+`` and conditional parts folded,
+``plugins/module_utils/sglang_log_text.py`` names every pattern the product relies on in ``WHEEL_TEXT`` (with the
+file that prints it) or ``FOREIGN_TEXT`` (another program's text, not checked here). The wheel in ``.venv-sglang`` is
+parsed with ``ast`` into templates (``wheel_templates.py``: f-strings, ``%`` formats, ``+`` and conditional parts folded,
 values as wildcards). Each ``WHEEL_TEXT`` pattern must fit a template with its literal characters on the
 template's literal text, and the same pattern with any one of its words changed must fit none: a pattern whose
 words are invented, or that fits only because a wildcard could be anything, fails.
@@ -19,7 +19,7 @@ import re
 import pytest
 
 import wheel_templates as wt
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_log
+from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_log_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG = wt.sglang_root(str(ROOT / ".venv-sglang"))
@@ -57,9 +57,9 @@ def mutations(pattern):
     return out
 
 
-@pytest.mark.parametrize("name", sorted(sglang_log.WHEEL_TEXT))
+@pytest.mark.parametrize("name", sorted(sglang_log_text.WHEEL_TEXT))
 def test_every_pattern_fits_text_the_wheel_prints(index, name):
-    pattern, where = sglang_log.WHEEL_TEXT[name]
+    pattern, where = sglang_log_text.WHEEL_TEXT[name]
     fits = index.fits(pattern)
     assert fits, "%s: %r fits no template of the SGLang 0.5.23 wheel (said to come from %s)" % (name, pattern, where)
     files = {place.split(":")[0] for _, places in fits for place in places}
@@ -68,9 +68,9 @@ def test_every_pattern_fits_text_the_wheel_prints(index, name):
         "%s: %r fits %s, not the cited %s" % (name, pattern, sorted(files), where))
 
 
-@pytest.mark.parametrize("name", sorted(sglang_log.WHEEL_TEXT))
+@pytest.mark.parametrize("name", sorted(sglang_log_text.WHEEL_TEXT))
 def test_a_changed_word_makes_every_pattern_fit_nothing(index, name):
-    pattern, _ = sglang_log.WHEEL_TEXT[name]
+    pattern, _ = sglang_log_text.WHEEL_TEXT[name]
     changed = mutations(pattern)
     assert changed, "%s: %r has no word to change; it is too generic to be checked" % (name, pattern)
     for word, mutant in changed:
@@ -79,16 +79,16 @@ def test_a_changed_word_makes_every_pattern_fit_nothing(index, name):
             name, word, mutant, [places for _, places in fits[:3]])
 
 
-@pytest.mark.parametrize("name", sorted(sglang_log.WHEEL_TEXT))
+@pytest.mark.parametrize("name", sorted(sglang_log_text.WHEEL_TEXT))
 def test_no_pattern_hides_alternatives(name):
     """Alternatives would let one invented branch pass unnoticed: each text is an entry of its own."""
-    pattern, _ = sglang_log.WHEEL_TEXT[name]
+    pattern, _ = sglang_log_text.WHEEL_TEXT[name]
     assert "|" not in re.sub(r"\\.|\[(?:\\.|[^\]])*\]", "", pattern), "%s: split %r into one entry per text" % (
         name, pattern)
 
 
 def test_the_functions_named_in_tracebacks_exist_in_the_wheel():
-    for name, where in sglang_log.WHEEL_FUNCTIONS.items():
+    for name, where in sglang_log_text.WHEEL_FUNCTIONS.items():
         path = os.path.join(SRT, where.split()[0])
         tree = ast.parse(pathlib.Path(path).read_text())
         defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
