@@ -3,7 +3,7 @@
 
 Runs the SGLang 0.5.23 simulator N times (default 20) with ``SGLANG_SIM_FAULT=crash_at_shard:43`` on a
 64-shard checkpoint, observes it every ``--interval`` s with the same code the ``sglang_health`` module
-uses (``plugins/module_utils/sglang_observe.py`` + ``sglang_log.parse_log``/``classify``) and measures
+uses (``plugins/module_utils/sglang_observe.py`` + ``sglang_log.parse_log`` + ``sglang_verdict.classify``) and measures
 from the crash (the ``Scheduler hit an exception`` line, logged with milliseconds: ``SGLANG_LOG_MS=1``)
 to the first ``crashed`` verdict. Prints every run, then median and max; exits 1 when max > --target.
 
@@ -185,7 +185,7 @@ def crash_time(log_text):
     return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S")) + int(m.group(2)) / 1000.0
 
 
-def one_run(n, opts, obs_mod, log_mod, workdir, pythonpath):
+def one_run(n, opts, obs_mod, log_mod, verdict_mod, workdir, pythonpath):
     env = {"SGLANG_SIM_FAULT": "crash_at_shard:%d" % opts.crash_shard, "SGLANG_LOG_MS": "1",
            "SGLANG_SIM_SHARD_DELAY_S": str(opts.shard_delay)}
     args = ["--model-path", opts.model_path, "--tp-size", str(opts.tp_size), "--trust-remote-code",
@@ -217,7 +217,7 @@ def one_run(n, opts, obs_mod, log_mod, workdir, pythonpath):
                 obs = observe_systemd(observer, log_mod, history[-1] if history else None)
             obs["t"] = time.monotonic() - t0
             history.append(obs)
-            verdict = log_mod.classify(history, opts.tp_size, stall_timeout=60, timeout=opts.run_timeout)
+            verdict = verdict_mod.classify(history, opts.tp_size, stall_timeout=60, timeout=opts.run_timeout)
             if verdict["terminal"]:
                 break
             time.sleep(opts.interval)
@@ -257,6 +257,7 @@ def main(argv=None):
     ap.add_argument("--json", action="store_true", help="print the runs as JSON too")
     opts = ap.parse_args(argv)
     log_mod = load_plugin("sglang_log", opts.plugins)
+    verdict_mod = load_plugin("sglang_verdict", opts.plugins)
     obs_mod = load_plugin("sglang_observe", opts.plugins)
     workdir = tempfile.mkdtemp(prefix="crash_to_verdict-")
     try:
@@ -268,7 +269,7 @@ def main(argv=None):
             pythonpath = sim_package(os.path.join(workdir, "simpkg"))
         runs = []
         for n in range(1, opts.runs + 1):
-            r = one_run(n, opts, obs_mod, log_mod, workdir, pythonpath)
+            r = one_run(n, opts, obs_mod, log_mod, verdict_mod, workdir, pythonpath)
             runs.append(r)
             print("run %2d: %-8s phase=%-16s latency=%s s  %s | %s" % (
                 r["run"], r["verdict"], r["phase"], r["latency_s"], r["exit"], (r["error"] or "")[:70]))

@@ -112,3 +112,11 @@ def load_lspci(name):
     """A recorded ``lspci -D -vvv`` body in fixtures/host_facts (the fixture's leading # lines describe it and are not
     lspci output)."""
     return "".join(line for line in load_text("host_facts", name).splitlines(True) if not line.startswith("#"))
+
+
+def read_sglang_log(name):
+    """A log of fixtures/sglang_logs as recorded (``\\r`` redraws kept: no newline translation); "" for no name."""
+    if not name:
+        return ""
+    with open(os.path.join(FIXTURES, "sglang_logs", name), newline="") as handle:
+        return handle.read()

@@ -5,7 +5,7 @@
 
 Used by the ``sglang_health`` module and by ``benchmarks/crash_to_verdict.py``; turns
 ``systemctl show`` output, ``/proc``, the journal, ``nvidia-smi`` and ``GET /health`` into the observation dict
-that ``sglang_log.classify`` reads (``UnitObserver``).
+that ``sglang_verdict.classify`` reads (``UnitObserver``).
 
 Every call that can hang on a real host is time-boxed (``run_bounded``, ``bounded``): ``nvidia-smi`` on a GPU
 that fell off the bus, ``/proc/<pid>`` of a process in uninterruptible sleep, ``journalctl`` on a huge journal. The
@@ -422,7 +422,7 @@ class JournalReader(object):
 
 
 class UnitObserver(object):
-    """Observations of one systemd unit for ``sglang_log.classify``: systemd's view, the schedulers under MainPID
+    """Observations of one systemd unit for ``sglang_verdict.classify``: systemd's view, the schedulers under MainPID
     and their I/O, the GPU memory of the unit's cgroup members, the journal and ``GET /health``; every external call
     time-boxed by ``call_timeout``."""
 
@@ -442,7 +442,7 @@ class UnitObserver(object):
         return parse_show(out)
 
     def observe(self, previous=None, parse=None):
-        """One observation (dict, see ``sglang_log.classify``); ``parse`` is ``sglang_log.parse_log``."""
+        """One observation (dict, see ``sglang_verdict.classify``); ``parse`` is ``sglang_log.parse_log``."""
         obs = self.show()
         main_pid = obs["main_pid"]
         proc = bounded(lambda: (count_schedulers(main_pid, self.proc_root), tree_activity(main_pid, self.proc_root)),

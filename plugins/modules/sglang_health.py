@@ -157,8 +157,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.journal_notices import journal_completeness
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import classify, crash_advice, parse_log
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import UnitObserver, run_bounded
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "

@@ -1,0 +1,307 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decide where an SGLang server is from observations of its systemd unit (stdlib only).
+
+``classify`` reads a history of observations (systemd's view of the unit, the scheduler processes under MainPID,
+the tree's I/O, the GPU memory of its processes, ``/health``'s answer, each with the ``sglang_log.parse_log``
+summary of the journal) and gives a verdict; ``crash_advice`` says what to do about a crash. Where the facts come
+from: ``ExecMainCode``/``ExecMainStatus`` are the ``si_code``/``si_status`` of the main process's ``SIGCHLD``
+(``CLD_EXITED`` 1, ``CLD_KILLED`` 2, ``CLD_DUMPED`` 3, as systemd records them); ``NRestarts`` counts only the
+restarts ``Restart=`` made (systemd >= 235); the signal numbers are Linux's; SGLang 0.5.23 logs every phase line
+at INFO and failures at ERROR, so ``--log-level warning`` and above hide the phases; its HiCache sizing keeps
+10 GiB of host memory free (``mem_cache/hicache_auto_size.py auto_size_hicache`` in the wheel).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import any_text_re, text_re
+
+__metaclass__ = type
+
+TERMINAL_VERDICTS = ("ready", "crashed", "restart_loop", "stalled", "timeout")
+PHASE_VERDICT = {
+    None: "starting", "starting": "starting", "init_parallel": "starting", "tokenizer_load": "starting",
+    "config": "starting",
+    "loading_weights": "loading",
+    "weights_loaded": "capturing", "kv_cache": "capturing", "prefill_graph_capture": "capturing",
+    "decode_graph_capture": "capturing", "cuda_graph_capture": "capturing",
+    "hicache_alloc": "allocating",
+    "http_server": "warming", "warmup": "warming", "ready": "warming", "serving": "warming",
+}
+# What to do about a crash, by the phase it happened in (``crash_phase``); checked in order, the first match of the
+# error wins over the phase (``crash_advice``).
+ADVICE_BY_ERROR = (
+    (text_re("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
+     "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
+    (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process: stop it or move --port "
+     "(preflight names the process that holds it)"),
+)
+ADVICE_BY_PHASE = {
+    "config": "config.json is unreadable: re-stage the model (model_stage)",
+    "tokenizer_load": "the tokenizer / processor could not load: the checkpoint lacks a file its configs name "
+                      "(tiktoken.model, remote-code .py files) or --trust-remote-code is missing; re-stage the model",
+    "init_parallel": "the ranks could not form their process groups: check NCCL/GLOO_SOCKET_IFNAME, --dist-init-addr "
+                     "and the ports between the nodes",
+    "loading_weights": "reading the weights failed: re-verify the staged model (model_stage) and the storage it is on",
+    "weights_loaded": "GPU memory after the weights: lower --mem-fraction-static",
+    "kv_cache": "GPU memory for the KV pool: lower --mem-fraction-static or --max-running-requests",
+    "prefill_graph_capture": "CUDA graph capture ran out of memory or failed: lower --mem-fraction-static or the "
+                             "prefill capture sizes (restarting with the same flags fails again)",
+    "decode_graph_capture": "CUDA graph capture ran out of memory or failed: lower --mem-fraction-static or "
+                            "--cuda-graph-max-bs-decode (restarting with the same flags fails again)",
+    "hicache_alloc": "the HiCache host pool does not fit in host memory (SGLang keeps 10 GiB free): lower "
+                     "--hicache-size / --hicache-ratio or free host memory",
+    "warmup": "the first request after start-up failed: read the traceback",
+    "serving": "a process died while serving: read the first error (NCCL, a dead rank) and the kernel log for Xid",
+}
+
+
+def crash_advice(phase, error):
+    """One hint for a crash in ``phase`` with first error ``error`` (str); the error's own advice first."""
+    for pattern, advice in ADVICE_BY_ERROR:
+        if error and pattern.search(error):
+            return advice
+    return ADVICE_BY_PHASE.get(phase, "read the first traceback")
+
+
+# --log-level values that hide every phase line (they are INFO); failures are ERROR and stay.
+QUIET_LOG_LEVELS = ("warning", "error", "critical")
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 15: "SIGTERM"}
+
+
+def describe_exit(obs):
+    """Exit of the unit's main process from systemd's ExecMainCode/ExecMainStatus
+    (CLD_EXITED=1: status is the exit code; CLD_KILLED=2/CLD_DUMPED=3: status is the signal).
+    Returns dict ``code`` (int|None), ``signal`` (str|None), ``text`` -- or None when unknown."""
+    code, status = _int(obs.get("exec_main_code")), _int(obs.get("exec_main_status"))
+    if code in (2, 3) and status:
+        name = SIGNALS.get(status, "signal %d" % status)
+        return {"code": None, "signal": name,
+                "text": "killed by %s (%d)%s" % (name, status, ", core dumped" if code == 3 else "")}
+    if code == 1 and status is not None:
+        return {"code": status, "signal": None, "text": "exit code %d" % status}
+    return None
+
+
+def main_process_gone(obs):
+    """True when systemd says the service's main process has ended, whatever ActiveState says.
+
+    ``Result`` other than ``success`` (signal, exit-code, core-dump, timeout, oom-kill, ...) is a failed
+    run even while the unit still reads ``deactivating``/``stop-sigterm`` (systemd waits for the cgroup
+    to empty; in a container on cgroup v1 it never hears so and waits out TimeoutStopSec) or
+    ``activating``/``auto-restart`` (Restart=on-failure). MainPID 0 with ExecMainCode set (1 exited,
+    2 killed, 3 dumped) is an ended main process; ``failed``/``inactive`` units have none. MainPID 0
+    with nothing recorded yet (before ExecStart forked) is not gone."""
+    result = obs.get("result")
+    if result and result != "success":
+        return True
+    if _int(obs.get("main_pid"), 0) > 0:
+        return False
+    return _int(obs.get("exec_main_code"), 0) in (1, 2, 3) or obs.get("active_state") in ("failed", "inactive")
+
+
+def _int(value, default=None):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _verdict(verdict, obs, log, **extra):
+    out = {"verdict": verdict, "terminal": verdict in TERMINAL_VERDICTS, "phase": log.get("phase"),
+           "progress": log.get("progress"), "exit_status": None, "traceback": None, "error": log.get("error"),
+           "reason": "", "http_code": obs.get("http_code"), "schedulers": obs.get("schedulers")}
+    out.update(extra)
+    return out
+
+
+def _logs(history):
+    """Every parsed log in the history, oldest first: an observation's ``previous_log`` (the journal of
+    the invocation that just ended, re-read when InvocationID changed) comes before its ``log``."""
+    for obs in history:
+        for key in ("previous_log", "log"):
+            if obs.get(key):
+                yield obs[key]
+
+
+def _failure(history):
+    """(log, traceback, error, phase) of the first failure (traceback, dead rank, SIGQUIT) seen in any log
+    of the history, else Nones. The phase is where it failed (``crash_phase``)."""
+    for log in _logs(history):
+        if log.get("traceback") or log.get("scheduler_died") or log.get("sigquit"):
+            return log, log.get("traceback"), log.get("error"), log.get("crash_phase") or log.get("phase")
+    return None, None, None, None
+
+
+def _ended_run_log(history):
+    """The log of the run that ended: the last ``previous_log``, else the last log of an earlier
+    invocation, else the current one."""
+    last = history[-1]
+    if last.get("previous_log"):
+        return last["previous_log"]
+    for obs in reversed(history):
+        if obs.get("invocation_id") != last.get("invocation_id") and obs.get("log"):
+            return obs["log"]
+    return last.get("log") or {}
+
+
+def _restarts(history):
+    """Automatic restarts seen while watching: NRestarts growth (systemd >= 235 counts only the restarts
+    that Restart= made). A new InvocationID with NRestarts unchanged is a deliberate restart (a handler,
+    an operator's `systemctl restart`), not a failure, so it does not count."""
+    first, last = history[0], history[-1]
+    return max(_int(last.get("n_restarts"), 0) - _int(first.get("n_restarts"), 0), 0)
+
+
+def _last_advance(history, key):
+    """``t`` of the last observation where ``key(obs)`` changed (first observation's ``t`` if never)."""
+    value = key(history[-1])
+    t_change = float(history[0].get("t", 0.0))
+    for obs in reversed(history):
+        if key(obs) != value:
+            break
+        t_change = float(obs.get("t", 0.0))
+    return t_change
+
+
+def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="info"):
+    """Decide the server's state from observations, oldest first.
+
+    Each observation is a dict: ``t`` (float s since the wait began), ``active_state``,
+    ``sub_state``, ``result`` (systemd Result), ``main_pid`` (int), ``n_restarts`` (int),
+    ``exec_main_status``, ``exec_main_code``, ``invocation_id``, ``schedulers`` (int scheduler
+    processes under MainPID), ``activity`` (int|None, ``sglang_observe.tree_activity``), ``gpu`` (dict
+    ``memory_mib``, ``busy_pct`` of the unit's processes, ``sglang_observe.gpu_observation``; None unknown), ``log``
+    (``parse_log`` dict of the current invocation's journal), optionally ``previous_log`` (the
+    ended invocation's journal), ``http_code`` (int|None; None = no answer). ``log_level`` is the
+    server's ``--log-level``: at warning and above no phase line is ever logged, so the verdict rests on
+    the process tree and HTTP alone (and says so).
+
+    Returns dict ``verdict`` (starting | loading | capturing | allocating | warming | ready | crashed |
+    restart_loop | stalled | timeout), ``terminal`` (bool), ``phase`` (for a crash: the phase it
+    crashed in), ``progress``, ``exit_status``, ``traceback`` (the first one seen), ``error``,
+    ``reason`` (str), ``http_code``, ``schedulers``.
+
+    Rules, first match wins:
+
+    1. two or more restarts while watching (NRestarts growth) -> restart_loop;
+    2. one restart -> crashed, with the phase, exit and traceback of the run that ended;
+    3. main process gone (``main_process_gone``: Result != success, or MainPID 0 with ExecMainCode
+       set, or failed/inactive) -> crashed, whatever ActiveState says (deactivating, auto-restart);
+    4. a traceback, dead-rank, SIGQUIT or fatal line in the log -> crashed (the parent may still run);
+    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the
+       parent keeps answering);
+    6. ``/health`` 200 with tp_size schedulers -> ready;
+    7. neither the log, nor the tree's I/O and page faults, nor the GPU memory of the unit's processes changed for
+       ``stall_timeout`` s -> stalled (with a hint at ACS/IOMMU when the GPUs are busy all the same);
+    8. ``timeout`` s elapsed -> timeout;
+    9. otherwise the phase decides: starting, loading (only with all tp_size schedulers alive),
+       capturing (KV pool, CUDA graphs), allocating (HiCache host pool), warming (the port answers, or the
+       parent logged HTTP server / warmup lines; 503 until warmup ends).
+    """
+    if not history:
+        return _verdict("starting", {}, {}, reason="no observation yet")
+    first, last = history[0], history[-1]
+    log = dict(last.get("log") or {})
+    restarts = _restarts(history)
+    fail_log, tb, error, fail_phase = _failure(history)
+    if fail_log is None and (restarts or main_process_gone(last)):
+        ended = _ended_run_log(history)  # no traceback: a signal, the OOM killer, a fatal line
+        fail_log, error = ended, ended.get("error")
+        fail_phase = ended.get("crash_phase") or ended.get("phase")
+    if fail_log is not None:
+        log.update(error=error, phase=fail_phase, progress=fail_log.get("progress") or log.get("progress"))
+    phase = log.get("phase")
+    restarts_first, restarts_last = _int(first.get("n_restarts"), 0), _int(last.get("n_restarts"), 0)
+    tp_size = _int(tp_size, 0)
+    schedulers = _int(last.get("schedulers"), 0)
+    full = schedulers >= tp_size
+    seen_full = tp_size > 0 and any(_int(o.get("schedulers"), 0) >= tp_size for o in history)
+    exit_status = describe_exit(last)
+    if exit_status is None:  # after a restart the ended run's exit is in an earlier observation
+        exit_status = next((describe_exit(o) for o in reversed(history) if main_process_gone(o)
+                            and describe_exit(o)), None)
+    elapsed = float(last.get("t", 0.0)) - float(first.get("t", 0.0))
+    died = (fail_log or {}).get("scheduler_died")
+    if died and not exit_status:
+        exit_status = {"code": died["exit_code"], "signal": None,
+                       "text": "rank %d scheduler exit code %d" % (died["rank"], died["exit_code"])}
+    where = (" in phase %s" % phase) if phase else ""
+    cause = (": %s" % error) if error else ""
+    quiet_level = str(log_level or "info").lower() in QUIET_LOG_LEVELS
+
+    if restarts >= 2:
+        return _verdict("restart_loop", last, log, traceback=tb, exit_status=exit_status,
+                        reason="systemd restarted the unit %d times while waiting (NRestarts %d -> %d); first failure"
+                        "%s%s" % (restarts, restarts_first, restarts_last, where, cause))
+    if restarts == 1:
+        return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
+                        reason="crashed%s%s%s; systemd restarted it (NRestarts %d -> %d, Restart=on-failure) and the "
+                        "same flags usually fail the same way" % (
+                            where, (", " + exit_status["text"]) if exit_status else "", cause,
+                            restarts_first, restarts_last))
+
+    state, sub = last.get("active_state"), last.get("sub_state")
+    if main_process_gone(last):
+        return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
+                        reason="main process gone (unit %s/%s, Result=%s%s)%s%s" % (
+                            state, sub, last.get("result") or "?",
+                            (", " + exit_status["text"]) if exit_status else "", where, cause))
+
+    if tb or died or (fail_log or {}).get("sigquit"):
+        return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
+                        reason="the log shows a failure%s while the unit is still %s/%s: %s" % (
+                            where, state, sub, error or "SIGQUIT from a child process"))
+    if seen_full and not full:
+        return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
+                        reason="only %d of %d scheduler processes are alive (all %d were seen earlier); a rank died "
+                               "while the parent keeps running (an NCCL abort kills schedulers, not the parent)"
+                               % (schedulers, tp_size, tp_size))
+
+    if last.get("http_code") == 200 and full:
+        return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive"
+                        % (schedulers, tp_size))
+
+    now = float(last.get("t", 0.0))
+    log_quiet = now - _last_advance(history, lambda o: (o.get("log") or {}).get("size", 0))
+    activity_quiet = now - _last_advance(history, lambda o: o.get("activity"))
+    gpu_quiet = now - _last_advance(history, lambda o: (o.get("gpu") or {}).get("memory_mib"))
+    # evidence of life is change: log output, the tree's I/O and page faults, the GPU memory its processes hold
+    # (GPU utilization is not: a hung NCCL collective keeps the GPUs at 100 %)
+    quiet = min([log_quiet] + ([activity_quiet] if last.get("activity") is not None else [])
+                + ([gpu_quiet] if last.get("gpu") is not None else []))
+    if quiet >= stall_timeout:
+        busy = (last.get("gpu") or {}).get("busy_pct") or 0
+        gpu_text = (", GPU memory flat for %.0f s" % gpu_quiet) if last.get("gpu") is not None else ""
+        reason = ("no new log output for %.0f s, no I/O by the process tree for %.0f s%s (stall_timeout %.0f s) in "
+                  "phase %s while the unit is alive with %d/%d schedulers"
+                  % (log_quiet, activity_quiet, gpu_text, stall_timeout, phase, schedulers, tp_size))
+        if busy >= 90:
+            reason += ("; the GPUs are busy (%d %%) while nothing moves: an NCCL collective that never completes. On "
+                       "PCIe hosts without NVLink, ACS redirect on the GPUs' upstream bridges or IOMMU translation "
+                       "causes it: check `lspci -vvv` (ACSCtl: SrcValid- ReqRedir- CmpltRedir-) and boot with "
+                       "iommu=pt (or amd_iommu=off / intel_iommu=off)" % busy)
+        return _verdict("stalled", last, log, reason=reason)
+    if elapsed >= timeout:
+        return _verdict("timeout", last, log, reason="not ready after %.0f s (timeout %.0f s); last phase %s"
+                        % (elapsed, timeout, phase))
+
+    verdict = PHASE_VERDICT.get(phase, "starting")
+    if last.get("http_code") is not None and verdict in ("starting", "loading", "capturing", "allocating"):
+        verdict = "warming"  # the port answers (503 until warmup is done)
+    if verdict == "loading" and not full:
+        return _verdict("starting", last, log, reason="%d of %d scheduler processes up; loading counts only with "
+                        "every rank alive" % (schedulers, tp_size))
+    hidden = "; --log-level %s hides the phase lines, so only the process tree and HTTP tell" % log_level \
+        if quiet_level else ""
+    reasons = {
+        "starting": "%d of %d scheduler processes up, phase %s%s" % (schedulers, tp_size, phase, hidden),
+        "loading": "loading weights with %d/%d schedulers alive; log advanced %.0f s ago, tree I/O %.0f s ago"
+                   % (schedulers, tp_size, log_quiet, activity_quiet),
+        "capturing": "weights loaded; KV cache / CUDA graph capture (phase %s), port still closed" % phase,
+        "allocating": "allocating the HiCache host pool (pinned host memory; can take minutes), port still closed",
+        "warming": "HTTP up (answer %s), waiting for warmup" % last.get("http_code"),
+    }
+    return _verdict(verdict, last, log, reason=reasons[verdict])
