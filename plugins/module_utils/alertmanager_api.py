@@ -16,10 +16,10 @@ molecule scenario):
 import datetime
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
 
 
-class AlertmanagerError(RouterError):
+class AlertmanagerError(EndpointError):
     """An Alertmanager or Prometheus endpoint did not answer as expected."""
 
 
@@ -73,7 +73,7 @@ def format_time(when):
     return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-class Alertmanager(HttpJson):
+class Alertmanager(JsonClient):
     def silences(self):
         _status, data = self.request("GET", "/api/v2/silences")
         if not isinstance(data, list):

@@ -11,7 +11,9 @@ Used by the sglang_drain module (on the node) and by sglang_router_workers' ``dr
 right after the deregistration: one module run instead of two).
 """
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import NoAnswer, RouterError, parse_prometheus, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, NoAnswer
+from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.prometheus_text import parse_prometheus
 
 IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
 # Consecutive zero reads, POLL_INTERVAL s apart: a request the router sent just before the deregistration reaches the
@@ -21,17 +23,17 @@ POLL_INTERVAL = 0.5
 
 
 def read_counts(client, metrics=IN_FLIGHT_GAUGES):
-    """``{gauge: sum over ranks}`` from ``client``'s ``GET /metrics``; RouterError naming the missing gauges.
+    """``{gauge: sum over ranks}`` from ``client``'s ``GET /metrics``; EndpointError naming the missing gauges.
 
-    ``client`` is a sglang_router_api.HttpJson (or anything with its ``request`` and ``base_url``)."""
+    ``client`` is an http_client.JsonClient (or anything with its ``request`` and ``base_url``)."""
     status, text = client.request("GET", "/metrics", expect=(200, 404))
     if status == 404:
-        raise RouterError("%s/metrics answers 404: is the server running with --enable-metrics?" % client.base_url)
+        raise EndpointError("%s/metrics answers 404: is the server running with --enable-metrics?" % client.base_url)
     values = parse_prometheus(text if isinstance(text, str) else "")
     missing = [m for m in metrics if m not in values]
     if missing:
-        raise RouterError("%s/metrics has no %s: is the server running with --enable-metrics?"
-                          % (client.base_url, ", ".join(missing)))
+        raise EndpointError("%s/metrics has no %s: is the server running with --enable-metrics?"
+                            % (client.base_url, ", ".join(missing)))
     return {m: values[m] for m in metrics}
 
 
@@ -41,7 +43,7 @@ def wait_drained(client, timeout, metrics=IN_FLIGHT_GAUGES, poll_interval=POLL_I
 
     Returns ``{in_flight_initial, in_flight, counts, server_down, waited_s}`` (requests, requests, {gauge: value},
     bool, seconds). A server that does not answer at all has nothing in flight: ``server_down`` true at once. Check mode
-    reads once and does not wait. Raises RouterError with the last counts on timeout or without the gauges.
+    reads once and does not wait. Raises EndpointError with the last counts on timeout or without the gauges.
     ``waits`` may hold ``clock`` and ``sleep`` (tests)."""
     try:
         state = {"counts": read_counts(client, metrics), "zeros": 0}
@@ -68,7 +70,7 @@ def wait_drained(client, timeout, metrics=IN_FLIGHT_GAUGES, poll_interval=POLL_I
     now = int(sum(state["counts"].values()))
     result.update(in_flight=now, counts=state["counts"], waited_s=round(waited, 2))
     if not done:
-        raise RouterError("%s still has %d request(s) in flight after %.0f s (%s); started with %d"
-                          % (client.base_url, now, waited,
-                             ", ".join("%s=%g" % kv for kv in state["counts"].items()), first))
+        raise EndpointError("%s still has %d request(s) in flight after %.0f s (%s); started with %d"
+                            % (client.base_url, now, waited,
+                               ", ".join("%s=%g" % kv for kv in state["counts"].items()), first))
     return result

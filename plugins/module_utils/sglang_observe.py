@@ -4,8 +4,8 @@
 """Observe an SGLang server from outside (stdlib only, no Ansible import).
 
 Used by the ``sglang_health`` module and by ``benchmarks/crash_to_verdict.py``; turns
-``systemctl show`` output, ``/proc``, the journal, ``nvidia-smi`` and ``GET /health`` into the observation dict
-that ``sglang_verdict.classify`` reads (``UnitObserver``).
+``systemctl show`` output, ``/proc``, the journal, ``nvidia-smi`` and ``GET /health`` (through http_client) into the
+observation dict that ``sglang_verdict.classify`` reads (``UnitObserver``).
 
 Every call that can hang on a real host is time-boxed (``run_bounded``, ``bounded``): ``nvidia-smi`` on a GPU
 that fell off the bus, ``/proc/<pid>`` of a process in uninterruptible sleep, ``journalctl`` on a huge journal. The
@@ -21,13 +21,9 @@ import subprocess
 import threading
 import time
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import NoAnswer, http_request
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
 from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
-
-# The standard library's urllib, not ansible.module_utils.urls: benchmarks/crash_to_verdict.py imports this file on
-# a node that has no Ansible (tests/sanity/ignore-2.19.txt says so for replace-urlopen).
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
 
 __metaclass__ = type
 
@@ -150,35 +146,6 @@ def tree_activity(main_pid, proc_root="/proc"):
             except (IndexError, ValueError):
                 pass
     return total if seen else None
-
-
-class NoAnswer(Exception):
-    """Nothing answered (connection refused, timeout, name not resolved); ``reason`` says which."""
-
-    def __init__(self, url, reason):
-        Exception.__init__(self, "%s: no answer (%s)" % (url, reason))
-        self.url, self.reason = url, reason
-
-
-def http_request(url, body=None, timeout=10.0, headers=None, method=None):
-    """GET (``body`` None) or POST ``body`` as JSON; returns ``(status int, raw bytes)``.
-
-    An HTTP error status is an answer and is returned; NoAnswer is raised when nothing answered. Shared by
-    sglang_health (``/health``), sglang_smoke (chat checks) and the router / drain modules.
-    """
-    headers = dict(headers or {})
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers.setdefault("Content-Type", "application/json")
-    req = Request(url, data=data, headers=headers, method=method)
-    try:
-        response = urlopen(req, timeout=timeout)
-        return response.getcode(), response.read()
-    except HTTPError as exc:
-        return exc.code, exc.read()
-    except (URLError, OSError, ValueError) as exc:
-        raise NoAnswer(url, getattr(exc, "reason", exc))
 
 
 def probe_health(url, timeout):

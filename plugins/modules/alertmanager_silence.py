@@ -109,7 +109,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.alertmanager_api import (
     Alertmanager, AlertmanagerError, active_alerts, normalise_matchers, parse_time, prometheus_alerts,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
+from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
 
 
 def _now():
@@ -142,7 +143,7 @@ def run(params, check_mode, client=None, prometheus=None, now=None, clock=None, 
     if check_mode:
         return result
     if params["prometheus_url"] and prometheus is None:
-        prometheus = HttpJson(params["prometheus_url"], timeout=params["request_timeout"])
+        prometheus = JsonClient(params["prometheus_url"], timeout=params["request_timeout"])
 
     def still():
         return active_alerts(client.alerts(), prometheus_alerts(prometheus) if prometheus else [], matchers, now())
@@ -182,7 +183,7 @@ def main():
     )
     try:
         result = run(module.params, module.check_mode)
-    except (AlertmanagerError, RouterError) as exc:
+    except (AlertmanagerError, EndpointError) as exc:
         module.fail_json(msg=str(exc))
     if result["still_active"]:
         module.warn("silence expired while %d alert(s) it covered were still live: %s"

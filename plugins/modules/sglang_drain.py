@@ -87,12 +87,12 @@ waited_s:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
 
 
 def run(params, check_mode, client=None, clock=None, sleep=None):
-    """The module's result: sglang_inflight.wait_drained on ``params["url"]``; raises RouterError with the counts."""
-    client = client or HttpJson(params["url"], timeout=params["request_timeout"])
+    """The module's result: sglang_inflight.wait_drained on ``params["url"]``; raises EndpointError with the counts."""
+    client = client or JsonClient(params["url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
     result = wait_drained(client, params["timeout"], metrics=params["metrics"], poll_interval=params["poll_interval"],
                           settle_polls=params["settle_polls"], check_mode=check_mode, **waits)
@@ -114,7 +114,7 @@ def main():
     )
     try:
         result = run(module.params, module.check_mode)
-    except RouterError as exc:
+    except EndpointError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

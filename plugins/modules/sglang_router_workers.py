@@ -115,7 +115,11 @@ drain:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import wait_drained
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import HttpJson, Router, RouterError, normalise_url, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+    EndpointError, JsonClient, normalise_url,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router, RouterError
 
 
 def _summary(workers):
@@ -123,15 +127,16 @@ def _summary(workers):
 
 
 def run(params, check_mode, router=None, clock=None, sleep=None, worker=None):
-    """Do what the parameters ask; returns the module result dict, raises RouterError with the evidence.
+    """Do what the parameters ask; returns the module result dict, raises EndpointError with the evidence
+    (RouterError where the router's list is the evidence).
 
-    ``router`` (a sglang_router_api.Router) and ``worker`` (an HttpJson on the worker, for the drain) are made from
-    the parameters unless given (tests)."""
+    ``router`` (a sglang_router_api.Router) and ``worker`` (an http_client.JsonClient on the worker, for the drain)
+    are made from the parameters unless given (tests)."""
     router = router or Router(params["router_url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
     result = _rotation(params, check_mode, router, waits)
     if params["state"] == "absent" and (params.get("drain_timeout") or 0) > 0:
-        worker = worker or HttpJson(params["worker_url"], timeout=params["request_timeout"])
+        worker = worker or JsonClient(params["worker_url"], timeout=params["request_timeout"])
         result["drain"] = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
     return result
 
@@ -216,7 +221,7 @@ def main():
     )
     try:
         result = run(module.params, module.check_mode)
-    except RouterError as exc:
+    except EndpointError as exc:
         module.fail_json(msg=str(exc), worker_url=module.params["worker_url"])
     module.exit_json(**result)
 

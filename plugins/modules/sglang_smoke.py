@@ -118,7 +118,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import NoAnswer, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import NoAnswer, http_request
 
 ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
 PROBES = ("health", "models")

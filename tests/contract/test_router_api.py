@@ -23,7 +23,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROUTER_PY = ROOT / ".venv-router" / "bin" / "python"
@@ -172,7 +173,7 @@ def test_deregister_and_drain_in_one_run(fleet):
 def test_drain_names_missing_metrics(fleet):
     params = {"url": fleet["router"], "metrics": ["sglang:num_running_reqs"], "timeout": 1, "poll_interval": 0.2,
               "settle_polls": 1, "request_timeout": 5}
-    with pytest.raises(RouterError, match="--enable-metrics"):
+    with pytest.raises(EndpointError, match="--enable-metrics"):
         sglang_drain.run(params, check_mode=False)
 
 

@@ -1,4 +1,4 @@
-"""sglang_router_api (Prometheus text, waits), sglang_router_workers and sglang_drain without a network.
+"""sglang_router_workers and sglang_drain (sglang_router_api, sglang_inflight) without a network.
 
 The real router and simulator are exercised in tests/contract/test_router_api.py; here fakes stand in for
 the cases the real ones cannot be made to show on demand: a router that never lists the worker healthy, one
@@ -9,21 +9,13 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import RouterError, normalise_url, parse_prometheus, wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+    EndpointError, NoAnswer, normalise_url,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import RouterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_argv import sglang_router_argv
 
 ROUTER_VERSION = "0.3.2"  # the snapshot these expectations were written against (plugins/data/sglang_router_cli_0.3.2.json)
-
-# SGLang 0.5.23 /metrics with --tp-size 2 (one line per rank), as the simulator and the real server print it.
-METRICS = """# HELP sglang:num_running_reqs The number of running requests.
-# TYPE sglang:num_running_reqs gauge
-sglang:num_running_reqs{engine_type="unified",model_name="Kimi {K2.5}",tp_rank="0"} 3.0
-sglang:num_running_reqs{engine_type="unified",model_name="Kimi {K2.5}",tp_rank="1"} 1.0
-sglang:num_queue_reqs{engine_type="unified",model_name="m",tp_rank="0"} 2.0 1700000000000
-process_open_fds 17
-broken{label="x" NaNx
-"""
-
 
 class Clock:
     def __init__(self):
@@ -34,23 +26,6 @@ class Clock:
 
     def sleep(self, seconds):
         self.now += seconds
-
-
-def test_parse_prometheus_sums_ranks_and_survives_quoted_braces():
-    values = parse_prometheus(METRICS)
-    assert values == {"sglang:num_running_reqs": 4.0, "sglang:num_queue_reqs": 2.0, "process_open_fds": 17.0}
-
-
-def test_normalise_url():
-    assert normalise_url("HTTP://Node-1:30000/") == "http://node-1:30000"
-    assert normalise_url(" http://a:1/x/ ") == "http://a:1/x"
-
-
-def test_wait_until_is_bounded():
-    clock = Clock()
-    calls = []
-    value, waited = wait_until(lambda: calls.append(1), 5, 0.5, clock=clock, sleep=clock.sleep)
-    assert value is None and waited == pytest.approx(5.0) and len(calls) == 11
 
 
 class FakeRouter:
@@ -158,12 +133,12 @@ def test_drain_settle_polls_are_poll_interval_apart():
 
 def test_drain_times_out_with_the_numbers():
     clock = Clock()
-    with pytest.raises(RouterError, match=r"still has 3 request\(s\) in flight after 5 s .*started with 3"):
+    with pytest.raises(EndpointError, match=r"still has 3 request\(s\) in flight after 5 s .*started with 3"):
         sglang_drain.run(DRAIN, False, client=FakeServer([3]), clock=clock, sleep=clock.sleep)
 
 
 def test_drain_without_metrics_says_enable_metrics():
-    with pytest.raises(RouterError, match="--enable-metrics"):
+    with pytest.raises(EndpointError, match="--enable-metrics"):
         sglang_drain.run(DRAIN, False, client=FakeServer([None]))
 
 
@@ -199,7 +174,7 @@ def test_absent_with_drain_refused_by_the_guard_reads_no_metrics_and_times_out_w
                                   router=lonely, clock=clock, sleep=clock.sleep, worker=worker)
     assert lonely.calls == [] and worker.series == [2]
     busy = FakeRouter([])  # already out of rotation (a re-run): it still waits for what the worker holds
-    with pytest.raises(RouterError, match=r"still has 2 request\(s\) in flight after 5 s"):
+    with pytest.raises(EndpointError, match=r"still has 2 request\(s\) in flight after 5 s"):
         sglang_router_workers.run(dict(_params("absent"), drain_timeout=5), False, router=busy, clock=clock,
                                   sleep=clock.sleep, worker=FakeServer([2]))
 
@@ -236,8 +211,7 @@ def test_drain_of_a_stopped_server_is_immediate():
         base_url = "http://n1:30000"
 
         def request(self, *a, **k):
-            from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import NoAnswer
-            raise NoAnswer("GET http://n1:30000/metrics: no answer (Connection refused)")
+            raise NoAnswer("http://n1:30000/metrics", "Connection refused", "GET")
 
     result = sglang_drain.run(DRAIN, False, client=Down())
     assert result["server_down"] and result["in_flight"] == 0

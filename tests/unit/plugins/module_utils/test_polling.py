@@ -1,0 +1,22 @@
+"""polling.wait_until with a fake clock: bounded by its timeout."""
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
+
+
+def _fake_time():
+    now = [0.0]
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    return (lambda: now[0]), sleep
+
+
+def test_wait_until_is_bounded():
+    clock, sleep = _fake_time()
+    calls = []
+    value, waited = wait_until(lambda: calls.append(1), 5, 0.5, clock=clock, sleep=sleep)
+    assert value is None and waited == pytest.approx(5.0) and len(calls) == 11
+
