@@ -21,12 +21,12 @@ import time
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit, urlunsplit
-# The standard library's opener, not ansible.module_utils.urls.open_url: open_url builds an SSL context and a handler
-# chain for every request and doubled a staging's time and CPU (benchmarks/stage_bench.py, 1 GB in 16 shards:
-# 1.07 s and 1.5 CPU s with urlopen, 2.0 s and 3.1 CPU s with open_url); tests/sanity/ignore-2.19.txt says so.
-from urllib.request import Request, urlopen
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import CHUNK_BYTES, hash_prefix, pump
+# The collection's one HTTP client: urllib's opener, not ansible.module_utils.urls.open_url, which builds an SSL context
+# and a handler chain for every request and doubled a staging's time and CPU (benchmarks/stage_bench.py, 1 GB in 16
+# shards: 1.07 s and 1.5 CPU s with urlopen, 2.0 s and 3.1 CPU s with open_url).
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import open_request
 
 __metaclass__ = type
 
@@ -109,7 +109,7 @@ class Mirror(object):
         headers = dict(self.headers)
         headers.update(extra or {})
         headers.setdefault("Accept-Encoding", "identity")
-        return urlopen(Request(url, headers=headers, method=method), timeout=self.timeout)
+        return open_request(url, headers=headers, method=method, timeout=self.timeout)
 
     def _with_retries(self, name, func):
         attempt = 0
