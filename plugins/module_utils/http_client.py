@@ -20,7 +20,8 @@ from __future__ import absolute_import, division, print_function
 import json
 
 # The standard library's urllib, not ansible.module_utils.urls: benchmarks/crash_to_verdict.py imports this file
-# (through sglang_observe) on a node that has no Ansible, and model_mirror streams the weights through it (tests/sanity/ignore-2.19.txt says why for replace-urlopen).
+# (through sglang_observe) on a node that has no Ansible, and model_mirror streams the weights through it
+# (tests/sanity/ignore-2.19.txt says why for replace-urlopen).
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
