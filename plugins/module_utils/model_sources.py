@@ -420,6 +420,8 @@ class HfSource(object):
         return remaining
 
     def transfer(self, dest_dir, names, expected, sizes, progress, on_done):
+        if not names:  # the helper without --allow-pattern would fetch the whole revision
+            return {}, []
         os.makedirs(dest_dir, exist_ok=True)
         args = ["--revision", self.rev, "--local-dir", dest_dir]
         for name in names:

@@ -101,6 +101,15 @@ def test_every_source_transfers_a_subset_into_a_fresh_directory(source, mirror_d
     assert sorted(os.listdir(str(tmp_path / "work"))) == sorted(names)
 
 
+def test_every_source_transfers_nothing_when_nothing_is_left(source, tmp_path):
+    """A re-run whose journal holds every file (killed after the last commit, before the rename) fetches nothing."""
+    progress = Progress([], 0, interval=0.0)
+    assert source.transfer(str(tmp_path / "work"), [], {}, {}, progress, lambda rel, rec: None) == ({}, [])
+    assert not (tmp_path / "work").exists() or os.listdir(str(tmp_path / "work")) == []
+    assert not (tmp_path / "stub.json").exists() or all("--plan-dir" in line for line in
+                                                         (tmp_path / "stub.json").read_text().splitlines())
+
+
 def test_every_source_refuses_a_store_without_room(source, tmp_path, monkeypatch):
     from collections import namedtuple
     from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
