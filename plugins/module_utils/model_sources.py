@@ -99,7 +99,8 @@ def run_pool(names, work, parallel, stop):
 
 
 class FileSource(object):
-    """What the path and http sources share: a transfer is one ``fetch`` per file on ``parallel`` threads."""
+    """What every source shares: no tools to install, the free-space check, a stop event, nothing to resume; and
+    for the path and http sources a transfer of one ``fetch`` per file on ``parallel`` threads (hf runs its helper)."""
 
     verb = "download"
 
@@ -317,7 +318,7 @@ class HttpSource(FileSource):
         return {"sha256": got["sha256"], "transferred": got["transferred"], "resumed_from": got["resumed_from"]}
 
 
-class HfSource(object):
+class HfSource(FileSource):
     """The Hugging Face Hub, through ``<hf_python> <hf_helper>`` (huggingface_hub lives in a staging venv).
 
     ``plan`` runs the helper with ``--plan-dir``: it lists the revision (``HfApi.model_info(files_metadata=True)``:
@@ -327,15 +328,12 @@ class HfSource(object):
     download: the file is still in the page cache, and the hashing overlaps the transfer instead of following it.
     """
 
-    verb = "download"
-
     def __init__(self, params):
+        super(HfSource, self).__init__(params)
         self.params = params
         self.repo = params["hf_repo_id"]
         self.rev = params["hf_revision"] or params["revision"]
         self.description = "hf://%s@%s" % (self.repo, self.rev)
-        self.parallel = params["parallel"]
-        self.stop = threading.Event()
         self.sums = {}
 
     def missing_tools(self):
@@ -412,12 +410,7 @@ class HfSource(object):
     def still_valid(self, rel, rec):
         return self.sums.get(rel) in (None, rec.get("sha256"))
 
-    def partial_bytes(self, dest_dir, rel):
-        return 0  # huggingface_hub resumes its own .incomplete files under dest_dir/.cache
-
-    def check_room(self, store, model_dir, remaining):
-        space_check(store, model_dir, remaining)
-        return remaining
+    # partial_bytes: 0 (FileSource's); huggingface_hub resumes its own .incomplete files under dest_dir/.cache
 
     def transfer(self, dest_dir, names, expected, sizes, progress, on_done):
         if not names:  # the helper without --allow-pattern would fetch the whole revision
