@@ -104,3 +104,23 @@ def test_molecule_scenarios_and_inventories_use_it():
         assert "connection_plugins" not in (own.get("defaults") or {}) and "connection" not in own, f
     for f in ("inventory/sandbox/hosts.yml", "inventory/sandbox-fleet/hosts.yml"):
         assert "ansible_connection: podman\n" in (REPO / f).read_text(), f
+
+
+def test_molecule_scenarios_share_the_harness_prepare():
+    """The base config names the one prepare (the harness's sandbox_prepare.yml, a path from the scenario's
+    directory); a scenario with its own prepare.yml names it in its molecule.yml (else molecule would run the base
+    config's and pass it over) and imports the harness's first."""
+    import yaml
+
+    base = yaml.safe_load((REPO / ".config/molecule/config.yml").read_text())
+    shared = base["ansible"]["playbooks"]["prepare"]
+    assert shared == "../../tests/sandbox/playbooks/sandbox_prepare.yml"
+    for scenario in sorted(p.parent for p in REPO.glob("molecule/*/molecule.yml")):
+        assert (scenario / shared).resolve() == REPO / "tests/sandbox/playbooks/sandbox_prepare.yml"
+        own = (yaml.safe_load((scenario / "molecule.yml").read_text()).get("ansible") or {}).get("playbooks") or {}
+        if (scenario / "prepare.yml").exists():
+            assert own.get("prepare") == "prepare.yml", scenario
+            first = yaml.safe_load((scenario / "prepare.yml").read_text())[0]
+            assert first["ansible.builtin.import_playbook"] == shared, scenario
+        else:
+            assert "prepare" not in own, scenario
