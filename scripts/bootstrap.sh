@@ -25,6 +25,7 @@ apt_packages=(
   dpkg-dev apt-utils gnupg git                               # fake apt repos / source repos in tests
   g++                                                        # host compiler of the real nvcc in unit/contract tests
   shellcheck                                                 # ansible-test sanity's shellcheck test (skipped without)
+  nginx                                                      # the gateway's real config (tests/standins/test_gateway_nginx.py)
   python3 python3-venv                                       # the controller venv
 )
 missing=()
