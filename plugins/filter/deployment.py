@@ -14,12 +14,17 @@ Checked:
   binds each; the second bind fails with ``OSError: [Errno 98] Address already in use`` after the weights load);
 * a router's workers: every host of its worker group published an endpoint the router can reach (not a server
   listening on loopback only; plugins/filter/router.py), and a router on a GPU node does not take that node's
-  SGLang port.
+  SGLang port;
+* with the gateway in front (roles/sglang_gateway): SGLang listens on loopback only (else clients reach it without a
+  key), a router host is not also a GPU node (each runs a gateway on deployment_port), and the deployment's API keys
+  are usable (plugins/module_utils/api_keys.py; no message shows a key).
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import key_problems
 
 
 def _get(mapping, key, default=None):
@@ -70,6 +75,10 @@ def gpu_node_problems(host: str, endpoint, options, gpus_per_node, environment) 
                       f"(one GPU each: tp-size {_get(options, 'tp-size', 1)}, pp-size {_get(options, 'pp-size', 1)}, "
                       f"dp-size {_get(options, 'dp-size', 1)}, nnodes {_get(options, 'nnodes', 1)}) but it has {have} "
                       f"GPU(s) ({where})")
+    if endpoint.get("gateway_url") and not str(endpoint.get("host", "")).startswith(("127.", "::1", "localhost")):
+        errors.append(f"{host}: SGLang listens on {endpoint['host']} (--host), where clients reach it without a key; "
+                      f"keep it on 127.0.0.1: the gateway ({endpoint['router_url'] or endpoint['gateway_url']}) is the "
+                      f"node's public entry (remove host from sglang_service_extra_options)")
     ports = {"the HTTP port (--port)": endpoint["port"]}
     if _get(options, "nccl-port") not in (None, ""):
         ports["--nccl-port"] = _int(options["nccl-port"], "--nccl-port")
@@ -91,13 +100,17 @@ def router_problems(host: str, hostvars, router_port, worker_problems=()) -> lis
     this host may also run."""
     errors = [f"{host}: {p}" for p in worker_problems or []]
     own = _get(_get(hostvars, host, {}), "sglang_service_endpoint")
-    if own and _int(router_port, "sglang_router_port") == own["port"]:
+    if own and own.get("gateway_url"):
+        errors.append(f"{host}: is both a GPU node and a router host; each runs a gateway on the port clients use "
+                      f"({own['gateway_url'].rsplit(':', 1)[1]}): put the router on a host of its own")
+    elif own and _int(router_port, "sglang_router_port") == own["port"]:
         errors.append(f"{host}: the router and this node's SGLang both want port {own['port']}; give the router "
                       f"another sglang_router_port")
     return errors
 
 
-def deployment_inventory_problems(host: str, hostvars, groups, gpu_node=None, router=None) -> list[str]:
+def deployment_inventory_problems(host: str, hostvars, groups, gpu_node=None, router=None,
+                                  api_keys=None) -> list[str]:
     """Every inventory problem of ``host``; empty when it adds up.
 
     :param hostvars: Ansible's hostvars (other hosts' published ``sglang_service_endpoint`` facts are read from it).
@@ -105,8 +118,11 @@ def deployment_inventory_problems(host: str, hostvars, groups, gpu_node=None, ro
         options), ``gpus_per_node`` (deployment_gpus_per_node), ``environment`` (sglang_service_environment).
     :param router: for a router host, dict ``port`` (sglang_router_port) and ``worker_problems`` (the
         ``problems`` of its ``sglang_router_workers``).
+    :param api_keys: deployment_api_keys, checked when given (a GPU node or router host: its gateway uses them).
     """
     errors = []
+    if api_keys is not None:
+        errors += [f"{host}: {p}" for p in key_problems(api_keys)]
     if gpu_node:
         errors += gpu_node_problems(host, gpu_node.get("endpoint"), gpu_node.get("options"),
                                     gpu_node.get("gpus_per_node"), gpu_node.get("environment"))

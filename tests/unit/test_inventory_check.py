@@ -15,9 +15,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLAYBOOK = os.path.join(str(ROOT), "deploy.yml")
 
 
-def check(tmp_path, gpu_vars=None, router=None, extra=(), playbook=PLAYBOOK):
+KEYS = [{"name": "test", "key": "k" * 40}]
+
+
+def check(tmp_path, gpu_vars=None, router=None, extra=(), playbook=PLAYBOOK, api_keys=KEYS):
     """Run deploy.yml's inventory check; (rc, output)."""
-    inv = {"all": {"children": {
+    inv = {"all": {"vars": {"deployment_api_keys": api_keys}, "children": {
         "gpu_nodes": {"hosts": {"gpu-a": dict({"ansible_host": "192.0.2.10"}, **(gpu_vars or {}))}},
         "sglang_routers": {"hosts": {"router-a": {"ansible_host": "192.0.2.20"}} if router is not None else {}},
     }}}
@@ -48,19 +51,44 @@ def test_the_sglang_version_in_its_one_place_picks_the_parser_snapshot(tmp_path)
     assert "no argparse snapshot for SGLang 0.0.1" in out
 
 
-def test_more_schedulers_than_gpus_ports_that_clash_and_an_unreachable_worker_fail_at_once(tmp_path):
-    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {"tp-size": 16, "nccl-port": 30000}},
-                    router={})
+def test_more_schedulers_than_gpus_and_ports_that_clash_fail_at_once(tmp_path):
+    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {"tp-size": 16, "nccl-port": 30001}})
     assert rc != 0
     assert "start 16 scheduler processes on this node" in out and "it has 8 GPU(s)" in out
-    assert "--nccl-port and the HTTP port (--port) are both 30000" in out or \
-        "the HTTP port (--port) and --nccl-port are both 30000" in out
-    assert "router-a: gpu-a's SGLang listens on 127.0.0.1 only, which the router cannot reach" in out
+    assert "--nccl-port and the HTTP port (--port) are both 30001" in out or \
+        "the HTTP port (--port) and --nccl-port are both 30001" in out
 
 
-def test_a_fleet_whose_nodes_listen_beyond_loopback_adds_up(tmp_path):
-    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {"host": "0.0.0.0"}}, router={})
+def test_a_fleet_reaches_each_node_at_its_gateway(tmp_path):
+    """The router's workers are the nodes' gateways (deployment_port), while SGLang listens on loopback behind them."""
+    play = tmp_path / "show.yml"
+    play.write_text(yaml.safe_dump([
+        {"import_playbook": PLAYBOOK},
+        {"name": "Show the router's workers", "hosts": "sglang_routers", "gather_facts": False, "tags": ["always"],
+         "tasks": [{"ansible.builtin.copy": {"dest": str(tmp_path / "workers.json"), "mode": "0644",
+                                             "content": "{{ sglang_router_workers.urls | to_json }}"},
+                    "delegate_to": "localhost"}]}]))
+    rc, out = check(tmp_path, router={}, playbook=str(play))
     assert rc == 0, out[-3000:]
+    assert json.loads((tmp_path / "workers.json").read_text()) == ["http://192.0.2.10:30000"]
+
+
+def test_a_node_listening_beyond_loopback_bad_keys_and_a_router_on_a_gpu_node_fail_at_once(tmp_path):
+    """SGLang on 0.0.0.0 would take requests without a key, past the gateway; a key too short, with a quote, or
+    twice would be unusable (the messages never repeat a key); a host in both groups would run two gateways."""
+    secret = 'sh"rt'
+    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {"host": "0.0.0.0"}}, router={},
+                    api_keys=[{"name": "a", "key": secret}, {"name": "a", "key": "x" * 40},
+                              {"name": "b", "key": "x" * 40}])
+    assert rc != 0
+    assert "gpu-a: SGLang listens on 0.0.0.0 (--host), where clients reach it without a key" in out
+    assert "deployment_api_keys[0] (a): the key has 5 characters, at least 32 are needed" in out
+    assert "deployment_api_keys[0] (a): the key has characters outside" in out
+    assert "deployment_api_keys[1] (a): the name is used twice" in out
+    assert "deployment_api_keys[2] (b): the same key as an earlier entry" in out
+    assert secret not in out and "x" * 40 not in out
+    rc, out = check(tmp_path, api_keys=[])
+    assert rc != 0 and "deployment_api_keys is empty: the gateway would refuse every request" in out
 
 
 def test_smoke_health_checks_what_sglang_service_deploys(tmp_path):
