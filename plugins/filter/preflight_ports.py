@@ -5,8 +5,8 @@
 
 ``sglang_service_endpoint | preflight_wanted_ports(options, router=...)`` -> list of dicts ``port``, ``address``,
 ``what``, ``unit``, ``then`` (what happens if it is taken): SGLang's HTTP port, ``--nccl-port`` when set, the ``--dist-init-addr`` port on node rank 0 (SGLang
-0.5.23 binds each: entrypoints/http_server.py uvicorn, the NCCL TCP store, torch.distributed's rendezvous), and the
-router's port when the router runs on this host too.
+0.5.23 binds each: entrypoints/http_server.py uvicorn, the NCCL TCP store, torch.distributed's rendezvous), the
+router's port when the router runs on this host too, and the gateway's (nginx.service, the port clients use).
 
 ``port_facts_result | preflight_port_problems(wanted)`` -> list of messages: each listener on a wanted port that is
 not the unit being replaced, named with its PID and command line. Without this, SGLang binds after loading every
@@ -32,12 +32,14 @@ def _opt(options, name):
     return None
 
 
-def preflight_wanted_ports(endpoint, options=None, router=None):
+def preflight_wanted_ports(endpoint, options=None, router=None, gateway=None):
     """Ports this node's services will bind (see the module docstring).
 
     :param endpoint: sglang_service_endpoint (``port``, ``host``, ``unit``).
     :param options: the effective SGLang options.
     :param router: dict ``port``, ``host``, ``unit`` when the router runs on this host, else None.
+    :param gateway: dict ``port``, ``host``, ``unit`` of the gateway (nginx) in front of SGLang or the router, else
+        None.
     """
     if not isinstance(endpoint, dict) or "port" not in endpoint:
         raise AnsibleFilterError("preflight_wanted_ports expects sglang_service_endpoint, got %r" % (endpoint,))
@@ -58,6 +60,10 @@ def preflight_wanted_ports(endpoint, options=None, router=None):
         wanted.append({"port": int(router["port"]), "address": str(router.get("host") or "0.0.0.0"),
                        "what": "sglang-router (sglang_router_port)", "unit": router.get("unit"),
                        "then": "the router would not start"})
+    if gateway:
+        wanted.append({"port": int(gateway["port"]), "address": str(gateway.get("host") or "0.0.0.0"),
+                       "what": "the gateway (nginx, deployment_port)", "unit": gateway.get("unit"),
+                       "then": "nginx would not start, and clients could not reach the endpoint"})
     return wanted
 
 

@@ -32,8 +32,11 @@ def sglang_router_worker_url(host: str, hostvars) -> str:
         raise AnsibleFilterError(f"{host} has no sglang_service_endpoint: sglang_service publishes it (deploy.yml's "
                                  f"first play runs its options step for every GPU node)")
     if not endpoint.get("router_url"):
+        if endpoint.get("gateway_url"):
+            raise AnsibleFilterError(f"{host} published no address other hosts reach its gateway at; set "
+                                     f"sglang_service_advertise_address")
         raise AnsibleFilterError(f"{host}'s SGLang listens on {endpoint.get('host')} only, which the router cannot "
-                                 f"reach; set sglang_service_extra_options host: 0.0.0.0 on the GPU nodes")
+                                 f"reach, and no gateway fronts it")
     return str(endpoint["router_url"])
 
 

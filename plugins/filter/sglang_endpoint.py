@@ -103,7 +103,8 @@ def _listener(opts: dict, version: str, product: str, host_flag: str, port_flag:
     return host, port
 
 
-def sglang_service_endpoint(options: dict, version: str, unit: str, address: str | None = None) -> dict:
+def sglang_service_endpoint(options: dict, version: str, unit: str, address: str | None = None,
+                            gateway_port: int | None = None) -> dict:
     """What the deployed service is, for every role that talks to it (smoke_health, the router, drain, playbooks).
 
     :param options: the effective SGLang options (dashed names).
@@ -111,11 +112,13 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
         30000 in 0.5.23's server_args).
     :param unit: the systemd unit name.
     :param address: the name or address other hosts reach this node at (None: not known).
-    :returns: dict ``unit``; ``host`` and ``port`` it listens on; ``scheme`` (https with ``--ssl-certfile``);
-        ``probe_url`` on the node itself (the loopback address of the wildcard it listens on, else that host);
-        ``router_url`` other hosts use (None when it listens on loopback only); ``served_model_name`` (0.5.23
-        serves the model path when ``--served-model-name`` is unset); ``schedulers`` on this node
-        (``sglang_schedulers_per_node``).
+    :param gateway_port: the port of the gateway in front of SGLang on this node (roles/sglang_gateway; None: none).
+    :returns: dict ``unit``; ``host`` and ``port`` SGLang listens on; ``scheme`` (https with ``--ssl-certfile``);
+        ``probe_url`` on the node itself, SGLang's own listener (the loopback address of the wildcard it listens on,
+        else that host); ``gateway_url`` the gateway on the node itself (None without one); ``router_url`` other
+        hosts use: the gateway's when there is one, else SGLang's (None when it listens on loopback only, or the
+        address is unknown); ``served_model_name`` (0.5.23 serves the model path when ``--served-model-name`` is
+        unset); ``schedulers`` on this node (``sglang_schedulers_per_node``).
     """
     opts = normalise_options(options)
     host, port = _listener(opts, version, "sglang", "host", "port")
@@ -123,9 +126,19 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     local = _WILDCARD_HOSTS.get(host, host)
     loopback_only = host.startswith(_LOOPBACK_PREFIXES)
     served = opts.get("served-model-name") or opts.get("model-path")
+    if gateway_port not in (None, ""):
+        try:
+            gateway_port = int(gateway_port)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError(f"the gateway port must be an integer, got {gateway_port!r}")
+        router_url = _url("http", address, gateway_port) if address else None
+        gateway_url = _url("http", "127.0.0.1", gateway_port)
+    else:
+        router_url = None if loopback_only or not address else _url(scheme, address, port)
+        gateway_url = None
     return {"unit": unit, "host": host, "port": port, "scheme": scheme,
-            "probe_url": _url(scheme, local, port),
-            "router_url": None if loopback_only or not address else _url(scheme, address, port),
+            "probe_url": _url(scheme, local, port), "gateway_url": gateway_url,
+            "router_url": router_url,
             "served_model_name": None if served is None else str(served),
             "schedulers": sglang_schedulers_per_node(options, version)}
 
