@@ -67,7 +67,15 @@ def _yaml(*path):
 DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main.yml")
 PORT = int(DEPLOYMENT["deployment_port"])
 LOCK = DEPLOYMENT["deployment_rollout_lock"]
-FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")["sglang_service_extra_options"]
+FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml").get(
+    "sglang_service_extra_options") or {}
+sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
+from sandbox_keys import auth_header  # noqa: E402 - the harness's module, on the path just above
+
+
+def open_url(url, timeout):
+    """GET ``url`` through the router's gateway, with the deployment's own key (the router listens behind it)."""
+    return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header()), timeout=timeout)
 ROUTER = "sglang-fleet-router"
 
 
@@ -90,7 +98,8 @@ class Load:
         if not long:
             body["chat_template_kwargs"] = {"thinking": False}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+                                     headers=dict(auth_header(), **{"Content-Type": "application/json"}),
+                                     method="POST")
         start = time.monotonic()
         self.wall_of[start] = time.time()
         try:
@@ -146,7 +155,7 @@ class Rotation:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _healthy(self):
-        with urllib.request.urlopen(self.url + "/workers", timeout=5) as resp:
+        with open_url(self.url + "/workers", timeout=5) as resp:
             return {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
 
     def _run(self):
@@ -358,7 +367,7 @@ def router_down_case(workdir):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the router is back before the next case starts
         try:
-            with urllib.request.urlopen(router_url() + "/readiness", timeout=2) as resp:
+            with open_url(router_url() + "/readiness", timeout=2) as resp:
                 if resp.status == 200:
                     break
         except OSError:
@@ -375,7 +384,7 @@ def wait_router(predicate, what, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(router_url() + "/workers", timeout=5) as resp:
+            with open_url(router_url() + "/workers", timeout=5) as resp:
                 healthy = {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
             if predicate(healthy):
                 return True
@@ -576,7 +585,7 @@ def main(argv=None):
                                           for url, secs in f["out_of_rotation_s"].items()):
             problems.append("crash: %s never left rotation" % NODES[1])
         try:
-            with urllib.request.urlopen((args.router_url or router_url()) + "/workers", timeout=5) as resp:
+            with open_url((args.router_url or router_url()) + "/workers", timeout=5) as resp:
                 healthy = {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
         except OSError as exc:
             healthy = set()

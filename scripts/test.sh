@@ -94,6 +94,19 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     echo "FAIL: the HF token appears in Ansible's output (.cache/molecule-*.log)" >&2
     exit 1
   fi
+  # Nor the sandbox's API key (decrypted from its vault the way ansible-playbook does; never printed).
+  if python - .cache/molecule-*.log .cache/fleet-deploy.log <<'PY'
+import pathlib, sys
+sys.path.insert(0, "tests/sandbox")
+from sandbox_keys import sandbox_api_keys
+keys = [k["key"] for k in sandbox_api_keys()]
+sys.exit(0 if any(k in p.read_text(errors="replace") for p in map(pathlib.Path, sys.argv[1:]) if p.exists()
+                  for k in keys) else 1)
+PY
+  then
+    echo "FAIL: the API key appears in Ansible's output (.cache/molecule-*.log)" >&2
+    exit 1
+  fi
   # Warnings a user would read as a fault on a clean deploy (a find on a path that is not there yet, a role's loop
   # variable clashing with its caller's) are defects; the others are listed for a reader of the log.
   # (Matched without the [WARNING] prefix: molecule's output wraps a long warning over lines.)
