@@ -47,18 +47,26 @@ def sglang_gateway_probe_sources(hosts, hostvars, extra=()):
     """Networks allowed to GET the probe paths without a key (see the module docstring).
 
     :param hosts: inventory hostnames whose addresses are allowed (the router hosts on a GPU node, the monitoring
-        hosts everywhere); each must have gathered facts.
+        hosts everywhere): their gathered addresses, else their ansible_host when it is an IP address.
     :param hostvars: Ansible's hostvars.
     :param extra: more addresses or networks (sglang_gateway_probe_extra_sources).
-    :raises AnsibleFilterError: a host without gathered addresses, or an entry that is not an address.
+    :raises AnsibleFilterError: a host without gathered addresses or an address as ansible_host, or an extra entry
+        that is not an address.
     """
     networks = {_network(n, "loopback") for n in LOOPBACK}
     for host in hosts or []:
-        facts = (hostvars.get(host) or {}).get("ansible_facts") or {}
+        host_vars = hostvars.get(host) or {}
+        facts = host_vars.get("ansible_facts") or {}
         addresses = list(facts.get("all_ipv4_addresses") or []) + list(facts.get("all_ipv6_addresses") or [])
         if not addresses:
-            raise AnsibleFilterError(f"{host}: no gathered addresses (ansible_facts.all_ipv4_addresses); the gateway "
-                                     f"allows its probes by address, so gather its facts in this run")
+            # not gathered in this run (--limit): its ansible_host, when that is an address
+            try:
+                addresses = [str(ipaddress.ip_address(str(host_vars.get("ansible_host") or host)))]
+            except ValueError:
+                raise AnsibleFilterError(f"{host}: no gathered addresses (ansible_facts.all_ipv4_addresses) and no "
+                                         f"address as its ansible_host; the gateway lets it probe by address, so "
+                                         f"gather its facts in this run (do not --limit it out), or list its "
+                                         f"addresses in sglang_gateway_probe_extra_sources") from None
         networks.update(_network(a, host) for a in addresses)
     networks.update(_network(n, "sglang_gateway_probe_extra_sources") for n in extra or [])
     return [str(n) for n in sorted(networks, key=lambda n: (n.version, n))]

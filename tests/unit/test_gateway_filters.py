@@ -63,5 +63,7 @@ def test_probe_sources_are_loopback_and_each_hosts_gathered_addresses():
         "10.0.0.5/32", "10.0.1.9/32", "127.0.0.1/32", "192.0.2.0/24", "198.51.100.7/32", "::1/128", "fd00::5/128"]
     with pytest.raises(AnsibleFilterError, match="mon-2: no gathered addresses"):
         sglang_gateway_probe_sources(["mon-2"], hostvars)
+    # not gathered in this run (--limit), but its ansible_host is an address
+    assert "10.0.2.3/32" in sglang_gateway_probe_sources(["mon-3"], {"mon-3": {"ansible_host": "10.0.2.3"}})
     with pytest.raises(AnsibleFilterError, match="'router' is not an IP address"):
         sglang_gateway_probe_sources([], hostvars, ["router"])
