@@ -11,6 +11,9 @@ export CONTAINERS_CONF="$SGLANG_ANSIBLE_REPO/tests/sandbox/containers.conf"
 # 13.5 GiB: SGLang's 10 GiB reserve plus a few GB for the stand-in host pools (molecule/faults sizes a case by it).
 export SANDBOX_NODE_MEMORY="${SANDBOX_NODE_MEMORY:-13824m}"
 export ANSIBLE_CONFIG="$SGLANG_ANSIBLE_REPO/ansible.cfg"
+# The sandbox's API key is vaulted under the id "sandbox" (inventory/sandbox/group_vars/all/api_keys.yml); this
+# password file guards it and nothing else. Kept beside any vault ids of your own (--vault-id prod@prompt).
+export ANSIBLE_VAULT_IDENTITY_LIST="sandbox@$SGLANG_ANSIBLE_REPO/tests/sandbox/vault-password"
 if [ -f "$SGLANG_ANSIBLE_REPO/.venv/bin/activate" ]; then
   # shellcheck disable=SC1091
   . "$SGLANG_ANSIBLE_REPO/.venv/bin/activate"
