@@ -8,7 +8,8 @@ node may not reach the internet (tests talk to loopback and their own containers
 the real Debian 12 packages of that closure, downloaded once on the controller (which reaches the Debian
 mirror) with ``apt-get download`` into ``<cache>/debian-debs`` and checked against the sha256 apt lists. The
 monitoring role's packages (``prometheus``, ``prometheus-alertmanager``, ``prometheus-node-exporter``: the
-distribution's Prometheus 2.42, Alertmanager 0.25 and node exporter 1.5) are there for the same reason:
+distribution's Prometheus 2.42, Alertmanager 0.25 and node exporter 1.5) and the gateway's ``nginx`` (1.22) are there
+for the same reason:
 
     <out>/debian-repo/              Packages(.gz) Release InRelease Release.gpg  *.deb
     <out>/debian-repo/sandbox-debian-keyring.gpg   the public key (the cuda-repo's throwaway key)
@@ -43,7 +44,7 @@ import cuda_repo  # noqa: E402
 import cuda_wheels  # noqa: E402
 
 # cuda_toolkit_host_compiler_packages and the monitoring role's packages (roles/*/defaults/main.yml)
-ROOTS = ("g++", "prometheus", "prometheus-alertmanager", "prometheus-node-exporter")
+ROOTS = ("g++", "prometheus", "prometheus-alertmanager", "prometheus-node-exporter", "nginx")
 KEYRING_NAME = "sandbox-debian-keyring.gpg"
 NODE_URL = "file:///srv/sandbox/debian-repo/"
 APT = ["-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]
