@@ -2,7 +2,7 @@
 """Rolling redeploy of the fleet sandbox under load: failed requests, latency, time out of rotation.
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
-    python benchmarks/rolling_redeploy.py [--clients 4] [--case router-down|refusals|release|crash|rollback ...]
+    python benchmarks/rolling_redeploy.py [--clients 4] [--case auth|router-down|refusals|release|crash|rollback ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
 Cases (each prints its figures; run in the order router-down, refusals, release, crash, rollback whatever the order
@@ -76,6 +76,8 @@ from sandbox_keys import auth_header  # noqa: E402 - the harness's module, on th
 def open_url(url, timeout):
     """GET ``url`` through the router's gateway, with the deployment's own key (the router listens behind it)."""
     return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header()), timeout=timeout)
+
+
 ROUTER = "sglang-fleet-router"
 
 
@@ -199,6 +201,53 @@ def podman(*args):
 def router_url():
     ip = podman("inspect", ROUTER, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
     return "http://%s:%d" % (ip, PORT)
+
+
+def node_url(node):
+    """A GPU node's public entry (its gateway) from the controller, which is no probe source."""
+    ip = podman("inspect", node, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
+    return "http://%s:%d" % (ip, PORT)
+
+
+def _status(url, headers=None, body=None):
+    req = urllib.request.Request(url, data=body, headers=dict(headers or {}, **{"Content-Type": "application/json"}),
+                                 method="POST" if body else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            resp.read()
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def auth_case():
+    """Issue 19 on the fleet: the router's and each node's public port take a request only with the key (the
+    controller is no probe source, so even /health needs it there), and the key is nowhere on the router host but
+    its gateway's 0600 keys file."""
+    problems = []
+    key = auth_header()["Authorization"].split(" ", 1)[1]
+    chat = json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
+                       "messages": [{"role": "user", "content": "auth"}]}).encode()
+    wrong = {"Authorization": "Bearer " + "x" * len(key)}
+    for what, url, headers, body, want in [
+            ("router chat without a key", router_url() + "/v1/chat/completions", None, chat, 401),
+            ("router chat with a wrong key", router_url() + "/v1/chat/completions", wrong, chat, 401),
+            ("router /workers without a key", router_url() + "/workers", None, None, 401),
+            ("router chat with the key", router_url() + "/v1/chat/completions", auth_header(), chat, 200),
+            ("node /v1/models without a key", node_url(NODES[0]) + "/v1/models", None, None, 401),
+            ("node /health from a host that is no probe source", node_url(NODES[0]) + "/health", None, None, 401),
+            ("node chat with the key", node_url(NODES[0]) + "/v1/chat/completions", auth_header(), chat, 200)]:
+        got = _status(url, headers, body)
+        print("   %-50s %s" % (what, got))
+        if got != want:
+            problems.append("auth: %s answered %s, not %s" % (what, got, want))
+    run = max(re.findall(r"[A-Za-z0-9]+", key), key=len)  # survives the keys file's escaping
+    found = podman("exec", ROUTER, "sh", "-c", "grep -rlF %s /etc /var/log /run /var/lib /root /tmp 2>/dev/null; "
+                   "journalctl --no-pager -o cat | grep -cF %s; cat /proc/[0-9]*/cmdline | tr '\\0' ' ' "
+                   "| grep -cF %s; true" % (run, run, run)).split()
+    if found != ["/etc/nginx/sglang-gateway-keys.conf", "0", "0"]:
+        problems.append("auth: the key is on the router host beyond the gateway's keys file: %s" % found)
+    return problems
 
 
 def current_release(node):
@@ -374,6 +423,7 @@ def router_down_case(workdir):
             time.sleep(0.5)
     return problems
 
+
 def node_state():
     """Per node: release, model revision and the unit's invocation (a restart changes it)."""
     return {n: (current_release(n), current_model(n), invocation(n)) for n in NODES}
@@ -490,7 +540,7 @@ def print_figures(f):
     print("   build or staging writes inside a window out of rotation: %s" % (f["writes_inside_windows"] or "none"))
     for n in NODES:
         print("   %s: release %s -> %s, model %s -> %s" % (n, f["release_before"][n], f["release_after"][n],
-                                                       f["model_before"][n], f["model_after"][n]))
+                                                           f["model_before"][n], f["model_after"][n]))
     if f["failures_sample"]:
         print("   failures (first 5): %s" % f["failures_sample"])
     print("   playbook log: %s" % f["log"])
@@ -521,7 +571,7 @@ def window_problems(name, f, max_rest_s, nodes=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
-    ap.add_argument("--case", choices=["both", "router-down", "refusals", "release", "crash", "rollback"],
+    ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -533,12 +583,16 @@ def main(argv=None):
                     help="playbook logs, inventory overlays and figures.json (default .cache/rolling, overwritten)")
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
-    cases = set(args.case or ["router-down", "refusals", "release", "crash", "rollback"])
+    cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
     os.makedirs(workdir, exist_ok=True)
     problems, results = [], []
+
+    if "auth" in cases:
+        print("== auth: the public entries without and with the key")
+        problems += auth_case()
 
     if "router-down" in cases:
         problems += router_down_case(workdir)
