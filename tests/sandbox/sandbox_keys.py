@@ -33,3 +33,8 @@ def sandbox_api_keys():
 
 def auth_header():
     return {"Authorization": "Bearer %s" % sandbox_api_keys()[0]["key"]}
+
+
+if __name__ == "__main__":
+    # For a user of the sandbox: `KEY=$(python tests/sandbox/sandbox_keys.py)` (docs/sandbox.md).
+    print(sandbox_api_keys()[0]["key"])
