@@ -75,7 +75,7 @@ def gpu_node_problems(host: str, endpoint, options, gpus_per_node, environment) 
                       f"(one GPU each: tp-size {_get(options, 'tp-size', 1)}, pp-size {_get(options, 'pp-size', 1)}, "
                       f"dp-size {_get(options, 'dp-size', 1)}, nnodes {_get(options, 'nnodes', 1)}) but it has {have} "
                       f"GPU(s) ({where})")
-    if endpoint.get("gateway_url") and not str(endpoint.get("host", "")).startswith(("127.", "::1", "localhost")):
+    if endpoint.get("gateway_url") and not endpoint.get("loopback_only"):
         errors.append(f"{host}: SGLang listens on {endpoint['host']} (--host), where clients reach it without a key; "
                       f"keep it on 127.0.0.1: the gateway ({endpoint['router_url'] or endpoint['gateway_url']}) is the "
                       f"node's public entry (remove host from sglang_service_extra_options)")

@@ -113,7 +113,8 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     :param unit: the systemd unit name.
     :param address: the name or address other hosts reach this node at (None: not known).
     :param gateway_port: the port of the gateway in front of SGLang on this node (roles/sglang_gateway; None: none).
-    :returns: dict ``unit``; ``host`` and ``port`` SGLang listens on; ``scheme`` (https with ``--ssl-certfile``);
+    :returns: dict ``unit``; ``host`` and ``port`` SGLang listens on, ``loopback_only`` when that host is a loopback
+        address; ``scheme`` (https with ``--ssl-certfile``);
         ``probe_url`` on the node itself, SGLang's own listener (the loopback address of the wildcard it listens on,
         else that host); ``gateway_url`` the gateway on the node itself (None without one); ``router_url`` other
         hosts use: the gateway's when there is one, else SGLang's (None when it listens on loopback only, or the
@@ -137,7 +138,7 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
         router_url = None if loopback_only or not address else _url(scheme, address, port)
         gateway_url = None
     return {"unit": unit, "host": host, "port": port, "scheme": scheme,
-            "probe_url": _url(scheme, local, port), "gateway_url": gateway_url,
+            "loopback_only": loopback_only, "probe_url": _url(scheme, local, port), "gateway_url": gateway_url,
             "router_url": router_url,
             "served_model_name": None if served is None else str(served),
             "schedulers": sglang_schedulers_per_node(options, version)}

@@ -29,7 +29,7 @@ def test_endpoint_is_what_the_options_say():
     unit runs with, not from defaults restated elsewhere: a served name with spaces and quotes, tp 4 on port 8000."""
     ep = f.sglang_service_endpoint({"served-model-name": 'Kimi 100% "K2.5"', "tp-size": 4, "port": 8000,
                                     "host": "0.0.0.0"}, V, "sglang-kimi.service", "gpu-1.internal")
-    assert ep == {"unit": "sglang-kimi.service", "host": "0.0.0.0", "port": 8000, "scheme": "http",
+    assert ep == {"unit": "sglang-kimi.service", "host": "0.0.0.0", "port": 8000, "scheme": "http", "loopback_only": False,
                   "probe_url": "http://127.0.0.1:8000", "router_url": "http://gpu-1.internal:8000", "gateway_url": None,
                   "served_model_name": 'Kimi 100% "K2.5"', "schedulers": 4}
 
@@ -39,7 +39,7 @@ def test_behind_the_gateway_the_router_and_clients_use_its_port_and_probes_sglan
     URL is the gateway's on the node's address, the node's own probes go to SGLang's listener, and the gateway's own
     URL on the node is published for the functional smoke."""
     ep = f.sglang_service_endpoint({"port": 30001}, V, "sglang-kimi.service", "gpu-1.internal", gateway_port="30000")
-    assert (ep["host"], ep["port"]) == ("127.0.0.1", 30001)
+    assert (ep["host"], ep["port"], ep["loopback_only"]) == ("127.0.0.1", 30001, True)
     assert ep["probe_url"] == "http://127.0.0.1:30001"
     assert ep["gateway_url"] == "http://127.0.0.1:30000" and ep["router_url"] == "http://gpu-1.internal:30000"
     assert f.sglang_service_endpoint({}, V, "u", None, gateway_port=30000)["router_url"] is None
