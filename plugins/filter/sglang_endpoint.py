@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import is_loopback
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import (
     SnapshotError, load_snapshot, normalise_options, option_index)
 
@@ -66,7 +67,6 @@ def sglang_schedulers_per_node(options: dict, version: str) -> int:
 
 
 _WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
-_LOOPBACK_PREFIXES = ("127.", "localhost", "::1")
 
 
 def _url(scheme: str, address: str, port: int) -> str:
@@ -125,7 +125,7 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     host, port = _listener(opts, version, "sglang", "host", "port")
     scheme = "https" if opts.get("ssl-certfile") else "http"
     local = _WILDCARD_HOSTS.get(host, host)
-    loopback_only = host.startswith(_LOOPBACK_PREFIXES)
+    loopback_only = is_loopback(host)
     served = opts.get("served-model-name") or opts.get("model-path")
     if gateway_port not in (None, ""):
         try:
@@ -156,7 +156,7 @@ def sglang_router_metrics_endpoint(options: dict, version: str, address: str | N
     """
     host, port = _listener(normalise_options(options), version, "router", "prometheus-host", "prometheus-port")
     return {"host": host, "port": port, "local_url": _url("http", _WILDCARD_HOSTS.get(host, host), port),
-            "scrape_url": None if host.startswith(_LOOPBACK_PREFIXES) or not address else _url("http", address, port)}
+            "scrape_url": None if is_loopback(host) or not address else _url("http", address, port)}
 
 
 class FilterModule:

@@ -12,15 +12,20 @@ may GET the probe paths without a key: loopback, every address the named hosts' 
 (``all_ipv4_addresses``, ``all_ipv6_addresses``), and ``extra`` (addresses or networks). The router asks a worker for
 /health, /server_info and /model_info without any Authorization header (sglang-router 0.3.2,
 tests/contract/test_auth_contract.py), and Prometheus scrapes /metrics without one.
+
+``sglang_gateway_backend_url | sglang_gateway_backend`` -> ``host:port`` nginx proxies to; fails unless the host is
+a loopback address or name (listeners.is_loopback): a backend beyond loopback would take requests without a key.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import bearer_pattern, key_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import is_loopback
 
 LOOPBACK = ("127.0.0.1/32", "::1/128")
 
@@ -72,7 +77,28 @@ def sglang_gateway_probe_sources(hosts, hostvars, extra=()):
     return [str(n) for n in sorted(networks, key=lambda n: (n.version, n))]
 
 
+def sglang_gateway_backend(url, label="the backend"):
+    """The ``host:port`` of ``url`` (http://127.0.0.1:30001) that nginx proxies to (see the module docstring).
+
+    :param label: what the gateway fronts (sglang, router), for the error.
+    :raises AnsibleFilterError: a URL without host and port, or a host beyond loopback.
+    """
+    try:
+        parts = urlsplit(str(url))
+        port = parts.port
+    except ValueError as exc:
+        raise AnsibleFilterError(f"the gateway's backend {url!r} is not a URL: {exc}") from None
+    if not parts.hostname or port is None:
+        raise AnsibleFilterError(f"the gateway's backend {url!r} names no host and port (http://127.0.0.1:PORT)")
+    if not is_loopback(parts.hostname):
+        raise AnsibleFilterError(
+            f"the gateway fronts {url}, which is not on loopback: clients could reach it without a key. {label} must "
+            f"listen on 127.0.0.1 (deployment_backend_port) behind the gateway")
+    return parts.netloc
+
+
 class FilterModule:
     def filters(self):
-        return {"sglang_gateway_keys": sglang_gateway_keys,
+        return {"sglang_gateway_backend": sglang_gateway_backend,
+                "sglang_gateway_keys": sglang_gateway_keys,
                 "sglang_gateway_probe_sources": sglang_gateway_probe_sources}

@@ -14,6 +14,7 @@ Documentation/networking/proc_net_tcp.rst.
 
 from __future__ import absolute_import, division, print_function
 
+import ipaddress
 import os
 import pwd
 import socket
@@ -23,6 +24,8 @@ __metaclass__ = type
 
 LISTEN = "0A"
 WILDCARDS = ("0.0.0.0", "::")
+# The names Debian's /etc/hosts gives the loopback addresses (netbase).
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
 
 def _address(hexaddr):
@@ -133,3 +136,17 @@ def clashes(listen_address, bind_address):
     """Whether a socket listening on ``listen_address`` keeps a server from binding ``bind_address`` on the same port
     (either is a wildcard, or they are the same address)."""
     return listen_address in WILDCARDS or bind_address in WILDCARDS or listen_address == bind_address
+
+
+def is_loopback(host):
+    """Whether ``host`` (an address, bracketed IPv6 included, or a name) reaches only this machine: 127.0.0.0/8,
+    ::1, an IPv4-mapped loopback, or one of the loopback names of /etc/hosts. A wildcard (0.0.0.0, ::) is not."""
+    text = str(host or "").strip().strip("[]").lower()
+    if text in LOOPBACK_NAMES:
+        return True
+    try:
+        address = ipaddress.ip_address(u"%s" % text)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)

@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_gateway import (
-    sglang_gateway_keys, sglang_gateway_probe_sources)
+    sglang_gateway_backend, sglang_gateway_keys, sglang_gateway_probe_sources)
 from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import bearer_pattern, key_problems
 
 GOOD = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0-_.~+/=="
@@ -67,3 +67,22 @@ def test_probe_sources_are_loopback_and_each_hosts_gathered_addresses():
     assert "10.0.2.3/32" in sglang_gateway_probe_sources(["mon-3"], {"mon-3": {"ansible_host": "10.0.2.3"}})
     with pytest.raises(AnsibleFilterError, match="'router' is not an IP address"):
         sglang_gateway_probe_sources([], hostvars, ["router"])
+
+
+@pytest.mark.parametrize("url, netloc", [("http://127.0.0.1:30001", "127.0.0.1:30001"),
+                                         ("http://[::1]:30001", "[::1]:30001"),
+                                         ("http://localhost:30001", "localhost:30001")])
+def test_the_backend_is_what_nginx_proxies_to(url, netloc):
+    assert sglang_gateway_backend(url) == netloc
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("http://10.0.0.5:30001", "not on loopback: clients could reach it without a key. router must listen on 127.0.0.1"),
+    ("http://0.0.0.0:30001", "not on loopback"),
+    ("http://127.example.com:30001", "not on loopback"),
+    ("http://127.0.0.1", "names no host and port"),
+    ("http://127.0.0.1:port", "is not a URL"),
+])
+def test_a_backend_beyond_loopback_or_without_a_port_is_refused(url, expected):
+    with pytest.raises(AnsibleFilterError, match=re.escape(expected)):
+        sglang_gateway_backend(url, "router")

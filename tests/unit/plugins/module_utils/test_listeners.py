@@ -3,7 +3,8 @@
 import os
 import socket
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import clashes, listeners, parse_proc_net_tcp
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import (
+    clashes, is_loopback, listeners, parse_proc_net_tcp)
 
 # Recorded /proc/net/tcp lines (Linux 6.x): 127.0.0.1:30000 LISTEN, 0.0.0.0:22 LISTEN, an ESTABLISHED connection.
 TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -60,3 +61,14 @@ def test_which_addresses_clash():
     assert clashes("0.0.0.0", "127.0.0.1") and clashes("127.0.0.1", "0.0.0.0") and clashes("::", "10.0.0.5")
     assert clashes("127.0.0.1", "127.0.0.1")
     assert not clashes("127.0.0.1", "10.0.0.5")
+
+
+def test_which_hosts_are_loopback():
+    """The gateway refuses a backend beyond loopback and the endpoint publishes no router URL for one: both ask this.
+    A prefix test called 127.example.com and localhost.evil.net loopback; a wildcard reaches every address."""
+    for host in ("127.0.0.1", "127.1.2.3", "::1", "[::1]", "::ffff:127.0.0.1", "localhost", "LOCALHOST",
+                 "ip6-localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "::", "", None, "10.0.0.5", "127.example.com", "localhost.evil.net", "gpu-1", "::2",
+                 "128.0.0.1"):
+        assert not is_loopback(host), host
