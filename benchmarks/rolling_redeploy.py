@@ -2,12 +2,15 @@
 """Rolling redeploy of the fleet sandbox under load: failed requests, latency, time out of rotation.
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
-    python benchmarks/rolling_redeploy.py [--clients 4] [--case auth|router-down|refusals|release|crash|rollback ...]
+    python benchmarks/rolling_redeploy.py [--clients 4]
+        [--case auth|router-down|refusals|release|crash|rollback|rotate ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
-Cases (each prints its figures; run in the order router-down, refusals, release, crash, rollback whatever the order
-given; default: all of them; "both" = release + crash):
+Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, rotate
+whatever the order given; default: all of them; "both" = release + crash):
 
+auth     the router's and node 1's public ports: 401 without the key or with a wrong one, 200 with it; /health from
+         the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file.
 router-down  the router is stopped: the play must fail before any node is touched (no restart, no release
          change on any node); the router is started again afterwards.
 refusals a bad SGLang option on node 2 fails the play in the fleet preflight; node 2's server SIGSTOPped (the router
@@ -22,6 +25,9 @@ crash    every node onto r2 and model revision sandbox-r2, but node 2's release 
          (release and model) and back in rotation; the play fails naming node 2 and the verdict; 0 failed requests.
 rollback playbooks/rollback.yml -e rollback_nodes=<node 1> under load: node 1's previous generation (after crash: the release and
          model it had before crash) comes back; node 2 is not touched; 0 failed requests.
+rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): a new key first while clients send
+         the old one, then the old one dropped while they send the new one, then the inventory's keys back; 0 failed
+         requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
 
 The load generator runs here, against the router container's address on the podman network: short chat completions
 (every 4th streamed) and long streaming thinking requests (every 8th: up to 1024 reasoning tokens at the fleet's
@@ -32,8 +38,8 @@ ready line, from the node's journal) and what is left (deregistration, the switc
 while the nodes prepare and while they switch; and whether a build or staging log was written inside a node's window
 out of rotation. ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it). On a fresh fleet
 "release" moves both nodes r1 -> r2; "crash" alone moves node 1 to r2 + sandbox-r2 and rolls node 2 back to r1 and
-sandbox-r1; "rollback" then brings node 1 back to r1 and sandbox-r1 (scripts/test.sh runs router-down, refusals,
-crash, rollback).
+sandbox-r1; "rollback" then brings node 1 back to r1 and sandbox-r1 (scripts/test.sh runs auth, router-down,
+refusals, crash, rollback, rotate).
 """
 
 import argparse
@@ -70,22 +76,24 @@ LOCK = DEPLOYMENT["deployment_rollout_lock"]
 FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml").get(
     "sglang_service_extra_options") or {}
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
-from sandbox_keys import auth_header  # noqa: E402 - the harness's module, on the path just above
+from sandbox_keys import auth_header, sandbox_api_keys, write_vault_vars  # noqa: E402 - the harness's module, above
 
 
-def open_url(url, timeout):
-    """GET ``url`` through the router's gateway, with the deployment's own key (the router listens behind it)."""
-    return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header()), timeout=timeout)
+def open_url(url, timeout, key=None):
+    """GET ``url`` through the router's gateway, with ``key`` (default: the deployment's own; the router listens
+    behind the gateway)."""
+    return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header(key)), timeout=timeout)
 
 
 ROUTER = "sglang-fleet-router"
 
 
 class Load:
-    """``clients`` threads sending requests through the router until ``stop()``; bounded by ``max_s``."""
+    """``clients`` threads sending requests through the router until ``stop()``; bounded by ``max_s``; each request
+    carries ``key`` (default: the deployment's own)."""
 
-    def __init__(self, url, clients, max_s, model="Kimi-K2.5"):
-        self.url, self.clients, self.max_s, self.model = url, clients, max_s, model
+    def __init__(self, url, clients, max_s, model="Kimi-K2.5", key=None):
+        self.url, self.clients, self.max_s, self.model, self.key = url, clients, max_s, model, key
         self.results = []  # (start, latency_s, ok, error)
         self.wall_of = {}  # monotonic start -> wall-clock start (to place a request in the rest/prepare/switch phase)
         self.lock = threading.Lock()
@@ -100,7 +108,7 @@ class Load:
         if not long:
             body["chat_template_kwargs"] = {"thinking": False}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
-                                     headers=dict(auth_header(), **{"Content-Type": "application/json"}),
+                                     headers=dict(auth_header(self.key), **{"Content-Type": "application/json"}),
                                      method="POST")
         start = time.monotonic()
         self.wall_of[start] = time.time()
@@ -241,17 +249,113 @@ def auth_case():
         print("   %-50s %s" % (what, got))
         if got != want:
             problems.append("auth: %s answered %s, not %s" % (what, got, want))
-    run = max(re.findall(r"[A-Za-z0-9]+", key), key=len)  # survives the keys file's escaping
+    return problems + key_on_router_host("auth", key)
+
+
+def key_run(key):
+    """The key's longest alphanumeric run: what survives the keys file's escaping."""
+    return max(re.findall(r"[A-Za-z0-9]+", key), key=len)
+
+
+def key_on_router_host(case, key, expected_files=("/etc/nginx/sglang-gateway-keys.conf",)):
+    """Where ``key`` is on the router host beyond ``expected_files``: files, the journal, command lines, systemctl
+    show (each read there and searched here: a command line that named the key would find itself)."""
+    problems, run = [], key_run(key)
     files = podman("exec", ROUTER, "sh", "-c", "grep -rlF %s /etc /var/log /run /var/lib /root /tmp 2>/dev/null; "
                    "true" % run).split()
-    if files != ["/etc/nginx/sglang-gateway-keys.conf"]:
-        problems.append("auth: the key is in files on the router host beyond the gateway's keys file: %s" % files)
-    # read there, searched here: a command line that named the key would find itself
+    if files != list(expected_files):
+        problems.append("%s: the key is in files on the router host other than %s: %s" % (case, expected_files, files))
     for where, command in (("the journal", "journalctl --no-pager -o cat"),
                            ("process command lines", "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '"),
                            ("systemctl show", "systemctl show '*'")):
         if run in podman("exec", ROUTER, "sh", "-c", command):
-            problems.append("auth: the key is in %s on the router host" % where)
+            problems.append("%s: the key is in %s on the router host" % (case, where))
+    return problems
+
+
+def main_pids():
+    """Per host and unit, (MainPID, InvocationID): SGLang on each node, the router, and nginx everywhere (a reload
+    keeps nginx's master; a restart would not)."""
+    units = [(n, u) for n in NODES for u in (UNIT, "nginx.service")] + \
+        [(ROUTER, u) for u in ("sglang-router.service", "nginx.service")]
+    return {"%s %s" % hu: podman("exec", hu[0], "systemctl", "show", "--property=MainPID,InvocationID", "--value", hu[1])
+            for hu in units}
+
+
+def answers(key):
+    """What the router's and node 1's public entries answer a short chat carrying ``key``."""
+    chat = json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
+                       "messages": [{"role": "user", "content": "rotation"}]}).encode()
+    return {where: _status(url + "/v1/chat/completions", auth_header(key), chat)
+            for where, url in (("router", router_url()), ("node", node_url(NODES[0])))}
+
+
+def rotate_case(args, workdir):
+    """Issue 19's rotation, by re-runs of deploy.yml under load: (1) a new key first, the old one kept, while every
+    client sends the old key; (2) the old key dropped while the clients send the new one; (3) the inventory's own
+    keys back (no load: the rotated key stops working). Expected: 0 failed requests, both keys answered 200 after
+    (1), the old one 401 after (2), the rotated one 401 after (3); no SGLang, router or nginx restart (nginx reloads,
+    its in-flight requests finish); the rotated key in no playbook output and nowhere on the router host but the
+    gateway's keys file. The rotated key lives only in vault-encrypted extra-vars files (0600, removed after)."""
+    import secrets
+
+    problems = []
+    old = list(sandbox_api_keys())
+    new = {"name": "rotated", "key": secrets.token_urlsafe(36)}
+    url = args.router_url or router_url()
+    pids = main_pids()
+    phases = [("rotate-1", [new] + old, old[0]["key"], ["deploy.yml"],
+               {"router": 200, "node": 200}, {"router": 200, "node": 200}),
+              ("rotate-2", [new], new["key"], ["deploy.yml", "--tags", "sglang_service,sglang_router"],
+               {"router": 401, "node": 401}, {"router": 200, "node": 200}),
+              ("rotate-3", None, None, ["deploy.yml", "--tags", "sglang_service,sglang_router"],
+               {"router": 200, "node": 200}, {"router": 401, "node": 401})]
+    try:
+        for name, keys, load_key, playbook, want_old, want_new in phases:
+            extra = []
+            if keys is not None:
+                vars_file = os.path.join(workdir, name + "-keys.vault.yml")
+                write_vault_vars(vars_file, {"deployment_api_keys": keys})
+                extra = ["-e", "@" + vars_file]
+            load = Load(url, args.clients, args.max_s, key=load_key) if load_key else None
+            if load:
+                load.start()
+                time.sleep(5)  # long streams in flight when nginx reloads
+            log = os.path.join(workdir, name + ".log")
+            rc, wall, out = ansible([playbook[0], *extra, *playbook[1:]], log)
+            if load:
+                time.sleep(2)
+                load.stop()
+            got_old, got_new = answers(old[0]["key"]), answers(new["key"])
+            failed = [r for r in load.results if not r[2]] if load else []
+            longs = sum(1 for r in load.results if r[1] > 5) if load else 0
+            print("== %s: %s rc=%s in %.0f s; %s; old key %s, rotated key %s" % (
+                name, " ".join(playbook), rc, wall,
+                "%d requests (%d long streaming), %d failed" % (len(load.results), longs, len(failed)) if load
+                else "no load", got_old, got_new))
+            if rc != 0:
+                problems.append("%s: the re-run failed (rc %s), see %s" % (name, rc, log))
+            if failed:
+                problems.append("%s: %d failed requests, e.g. %s" % (name, len(failed), [r[3] for r in failed[:3]]))
+            if load and not longs:
+                problems.append("%s: the load had no long streaming request" % name)
+            if (got_old, got_new) != (want_old, want_new):
+                problems.append("%s: old key %s, rotated key %s; expected %s, %s" % (
+                    name, got_old, got_new, want_old, want_new))
+            if key_run(new["key"]) in out:
+                problems.append("%s: the rotated key is in the playbook's output (%s)" % (name, log))
+            if name == "rotate-2":
+                problems += key_on_router_host(name, new["key"])
+    finally:
+        for name, *_ in phases:
+            path = os.path.join(workdir, name + "-keys.vault.yml")
+            if os.path.exists(path):
+                os.unlink(path)
+    after = main_pids()
+    moved = sorted(k for k in pids if pids[k] != after[k])
+    print("   restarted during the rotation: %s" % (", ".join(moved) or "nothing"))
+    if moved:
+        problems.append("rotate: restarted although only keys changed: %s" % moved)
     return problems
 
 
@@ -576,7 +680,8 @@ def window_problems(name, f, max_rest_s, nodes=None):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
-    ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback"],
+    ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback",
+                                           "rotate"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -588,7 +693,7 @@ def main(argv=None):
                     help="playbook logs, inventory overlays and figures.json (default .cache/rolling, overwritten)")
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
-    cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback"])
+    cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "rotate"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -657,6 +762,9 @@ def main(argv=None):
         f, more = rollback_case(args, workdir, expected)
         results.append(f)
         problems += more
+
+    if "rotate" in cases:
+        problems += rotate_case(args, workdir)
 
     with open(os.path.join(workdir, "figures.json"), "w") as fh:
         json.dump(results, fh, indent=1)

@@ -3,7 +3,10 @@ checkout's ansible.cfg names), for the harness's own callers: the rolling redepl
 the key-search tests. Never printed.
 
 ``sandbox_api_keys()`` -> tuple of dicts ``name``, ``key`` (inventory/sandbox/group_vars/all/api_keys.yml).
-``auth_header()`` -> {"Authorization": "Bearer <the first key>"}, the deployment's own callers' key.
+``auth_header(key=None)`` -> {"Authorization": "Bearer <key>"}; by default the first key, the deployment's own
+callers' key.
+``write_vault_vars(path, data)``: ``data`` as a YAML vars file encrypted whole under the vault id "sandbox", as a user
+keeps a rotated key (``ansible-playbook -e @path`` decrypts it with the password file scripts/env.sh names).
 """
 
 import functools
@@ -14,13 +17,19 @@ KEYS_FILE = os.path.join(ROOT, "inventory", "sandbox", "group_vars", "all", "api
 PASSWORD_FILE = os.path.join(ROOT, "tests", "sandbox", "vault-password")
 
 
-@functools.lru_cache(maxsize=1)
-def sandbox_api_keys():
-    import yaml
+def _vault():
     from ansible.parsing.vault import VaultLib, VaultSecret
 
     with open(PASSWORD_FILE, "rb") as fh:
-        vault = VaultLib([("sandbox", VaultSecret(fh.read().strip()))])
+        secret = VaultSecret(fh.read().strip())
+    return VaultLib([("sandbox", secret)]), secret
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_api_keys():
+    import yaml
+
+    vault = _vault()[0]
 
     class Loader(yaml.SafeLoader):
         pass
@@ -31,8 +40,17 @@ def sandbox_api_keys():
     return tuple({"name": str(e["name"]), "key": str(e["key"])} for e in data["deployment_api_keys"])
 
 
-def auth_header():
-    return {"Authorization": "Bearer %s" % sandbox_api_keys()[0]["key"]}
+def auth_header(key=None):
+    return {"Authorization": "Bearer %s" % (key or sandbox_api_keys()[0]["key"])}
+
+
+def write_vault_vars(path, data):
+    import yaml
+
+    vault, secret = _vault()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(vault.encrypt(yaml.safe_dump(data), secret, vault_id="sandbox"))
 
 
 if __name__ == "__main__":
