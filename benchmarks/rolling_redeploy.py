@@ -79,10 +79,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 from sandbox_keys import auth_header, sandbox_api_keys, write_vault_vars  # noqa: E402 - the harness's module, above
 
 
-def open_url(url, timeout, key=None):
-    """GET ``url`` through the router's gateway, with ``key`` (default: the deployment's own; the router listens
-    behind the gateway)."""
-    return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header(key)), timeout=timeout)
+def open_url(url, timeout):
+    """GET ``url`` through the router's gateway, with the deployment's own key (the router listens behind it)."""
+    return urllib.request.urlopen(urllib.request.Request(url, headers=auth_header()), timeout=timeout)
 
 
 ROUTER = "sglang-fleet-router"
@@ -228,14 +227,19 @@ def _status(url, headers=None, body=None):
         return exc.code
 
 
+def short_chat(content):
+    """The body of a short chat completion (8 tokens, no thinking) saying ``content``."""
+    return json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
+                       "messages": [{"role": "user", "content": content}]}).encode()
+
+
 def auth_case():
     """Issue 19 on the fleet: the router's and each node's public port take a request only with the key (the
     controller is no probe source, so even /health needs it there), and the key is nowhere on the router host but
     its gateway's 0600 keys file."""
     problems = []
     key = auth_header()["Authorization"].split(" ", 1)[1]
-    chat = json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
-                       "messages": [{"role": "user", "content": "auth"}]}).encode()
+    chat = short_chat("auth")
     wrong = {"Authorization": "Bearer " + "x" * len(key)}
     for what, url, headers, body, want in [
             ("router chat without a key", router_url() + "/v1/chat/completions", None, chat, 401),
@@ -284,8 +288,7 @@ def main_pids():
 
 def answers(key):
     """What the router's and node 1's public entries answer a short chat carrying ``key``."""
-    chat = json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
-                       "messages": [{"role": "user", "content": "rotation"}]}).encode()
+    chat = short_chat("rotation")
     return {where: _status(url + "/v1/chat/completions", auth_header(key), chat)
             for where, url in (("router", router_url()), ("node", node_url(NODES[0])))}
 
