@@ -16,7 +16,9 @@ Layout (flat repository, like NVIDIA's; a sources line is ``deb [signed-by=...] 
         cuda-keyring_1.1-1_all.deb      like NVIDIA: the keyring package sits at the repo root
         cuda-toolkit-13-0_13.0.2-1_amd64.deb, cuda-toolkit-13-0_13.0.0-1_amd64.deb, cuda-nvcc-13-0_*,
         cuda-crt-13-0_*, cuda-nvvm-13-0_*, cuda-cccl-13-0_*, cuda-cudart-13-0_*, cuda-cudart-dev-13-0_*,
-        cuda-cuobjdump-13-0_*, cuda-toolkit-*config-common_*, cuda-13-0_*, cuda-drivers_* (a trap: see below)
+        cuda-cuobjdump-13-0_*, cuda-toolkit-*config-common_*, cuda-13-0_*, cuda-drivers_* (a trap: see below),
+        nvidia-open_*, nvidia-driver-cuda_*, nvidia-kernel-open-dkms_*, libcuda1_*, libnvidia-ml1_*,
+        nvidia-smi_* (the driver: traps too)
     <out>/.keys/cuda-repo-signing.sec.asc   the throwaway secret key (kept so the key stays stable)
 
 Packages (versions follow the real 13.0 update 2 / 13.0 GA packaging):
@@ -48,6 +50,11 @@ Packages (versions follow the real 13.0 update 2 / 13.0 GA packaging):
 * ``cuda-13-0`` -> ``cuda-runtime-13-0``-like dependency on ``cuda-drivers (>= 580.65.06)``; ``cuda-drivers``
   580.95.05-1 exists but its preinst FAILS (a container cannot take a kernel driver): installing the ``cuda``
   metapackages instead of ``cuda-toolkit-13-0`` is caught, as it would be caught on a real host by a driver swap.
+* the driver, as NVIDIA's debian12 repository names it (Debian's naming; DRIVER_PACKAGES): ``nvidia-open`` ->
+  ``nvidia-driver-cuda`` + ``nvidia-kernel-open-dkms``, ``nvidia-driver-cuda`` -> ``libcuda1``, ``libnvidia-ml1``
+  and ``nvidia-smi``, all 580.95.05-1 and all with the failing preinst. No sandbox node has a driver package
+  installed, so each is newer than what is installed: on a deployed node the cuda_toolkit role's pin
+  (/etc/apt/preferences.d/cuda-driver-pin.pref) must show them with ``Candidate: (none)`` and priority -1.
 
 Idempotent: a stamp holds sha256(this file + params + key fingerprint + the compiler recipe); a matching stamp and present
 outputs mean nothing is rebuilt. The signing key is generated once (ed25519, no passphrase, temp GNUPGHOME)
@@ -269,6 +276,32 @@ def toolkit_packages(work: Path, repo: Path, cache=None):
     return debs
 
 
+# The driver's packages as NVIDIA's debian12 repository names them (Debian's naming, not Ubuntu's
+# libnvidia-compute-580 / nvidia-driver-580-open): NVIDIA's driver installation guide installs "nvidia-open" (or
+# "nvidia-driver-cuda nvidia-kernel-open-dkms" for a compute-only node) on Debian; libcuda1, libnvidia-ml1 and
+# nvidia-smi are what nvidia-driver-cuda pulls in. (package, depends at the same version, section, description)
+DRIVER_PACKAGES = (
+    ("nvidia-open", ("nvidia-driver-cuda", "nvidia-kernel-open-dkms"), "non-free/metapackages",
+     "NVIDIA driver with open kernel modules (metapackage)"),
+    ("nvidia-driver-cuda", ("libcuda1", "libnvidia-ml1", "nvidia-smi"), "non-free/libs",
+     "NVIDIA driver CUDA integration components"),
+    ("nvidia-kernel-open-dkms", (), "non-free/kernel", "NVIDIA open kernel module DKMS source"),
+    ("libcuda1", (), "non-free/libs", "NVIDIA CUDA Driver Library"),
+    ("libnvidia-ml1", (), "non-free/libs", "NVIDIA Management Library (NVML) runtime library"),
+    ("nvidia-smi", (), "non-free/utils", "NVIDIA System Management Interface"),
+)
+
+
+def _driver_trap(name):
+    return textwrap.dedent("""\
+        #!/bin/sh
+        echo "%s (sandbox): refusing to install an NVIDIA driver package on a sandbox node." >&2
+        echo "A real host would now replace its driver and need a reboot; the cuda_toolkit role pins NVIDIA's" >&2
+        echo "driver packages away (/etc/apt/preferences.d/cuda-driver-pin.pref): install cuda-toolkit-13-0, not cuda." >&2
+        exit 1
+        """ % name)
+
+
 def build_packages(work: Path, repo: Path, pub_binary: bytes, params, cache=None):
     debs = []
     list_line = "deb [signed-by=%s] %s /\n" % (KEYRING_PATH, REAL_URL)
@@ -331,14 +364,16 @@ def build_packages(work: Path, repo: Path, pub_binary: bytes, params, cache=None
     drv = params["driver_version"]
     debs.append(build_deb(
         work, repo, "cuda-drivers", drv + "-1", DEB_ARCH,
-        scripts={"preinst": textwrap.dedent("""\
-            #!/bin/sh
-            echo "cuda-drivers (sandbox): refusing to install an NVIDIA kernel driver on a sandbox node." >&2
-            echo "A real host would now replace its driver and need a reboot; install cuda-toolkit-13-0, not cuda." >&2
-            exit 1
-            """)},
+        scripts={"preinst": _driver_trap("cuda-drivers")},
         description="CUDA Driver meta-package (sandbox trap: its preinst fails)"))
+    for name, depends, section, description in DRIVER_PACKAGES:
+        debs.append(build_deb(
+            work, repo, name, drv + "-1", DEB_ARCH, section=section,
+            depends=["%s (= %s-1)" % (dep, drv) for dep in depends],
+            scripts={"preinst": _driver_trap(name)},
+            description=description + "\n Sandbox stand-in: its preinst fails (a container cannot take a driver)."))
     return debs
+
 
 
 # ------------------------------------------------------------------------------------------- index
@@ -348,6 +383,11 @@ def _hashes(path: Path):
 
 
 def write_index(repo: Path, home: Path, fpr: str, origin="NVIDIA", label="NVIDIA CUDA", arch=ARCH_DIR):
+    """Packages, Packages.gz and the signed Release. The Release has the fields of NVIDIA's own flat repositories
+    (.../cuda/repos/debian12/x86_64/Release): Origin NVIDIA, Label NVIDIA CUDA, Architecture x86_64, Date and the
+    checksums, and no Suite, Codename, Version or Components -- apt-cache policy shows NVIDIA's repository as
+    ``release o=NVIDIA,l=NVIDIA CUDA,c=``, as it shows this one. The cuda_toolkit role's driver pin names the
+    repository by these two fields (``Pin: release o=NVIDIA,l=NVIDIA CUDA``), so the stand-in must keep them."""
     env = dict(os.environ, LC_ALL="C")
     packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, env=env, check=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE).stdout

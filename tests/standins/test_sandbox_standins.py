@@ -398,7 +398,13 @@ def test_repo_packages_index(repo):
     for deb in TOOLKIT_DEBS:
         assert (r / (deb + "_amd64.deb")).is_file(), deb
     assert (r / "cuda-keyring_1.1-1_all.deb").is_file() and (r / "3bf863cc.pub").is_file()
+    # the driver, as NVIDIA's debian12 repository names it: what the cuda_toolkit role's pin must keep away
+    driver = {s["Package"]: s["Version"] for s in stanzas if s["Package"] in
+              ("cuda-drivers", "nvidia-open", "nvidia-driver-cuda", "nvidia-kernel-open-dkms", "libcuda1",
+               "libnvidia-ml1", "nvidia-smi")}
+    assert driver == dict.fromkeys(driver, "580.95.05-1") and len(driver) == 7
     release = (r / "Release").read_text()
+    assert release.startswith("Origin: NVIDIA\nLabel: NVIDIA CUDA\nArchitecture: x86_64\nDate: ")
     for name in ("Packages", "Packages.gz"):
         digest = hashlib.sha256((r / name).read_bytes()).hexdigest()
         assert re.search(r"^ %s +%d %s$" % (digest, (r / name).stat().st_size, re.escape(name)), release, re.M)
