@@ -16,7 +16,8 @@ for the same reason:
 
 ``tests/sandbox/playbooks/sandbox_prepare.yml`` points the node's ``/etc/apt/sources.list.d/debian.sources`` here
 (``file:///srv/sandbox/debian-repo/``, ``Signed-By`` that keyring): the node installs from a local mirror as an
-air-gapped host would. ``ROOTS`` is the role's default host compiler; the closure is every package those
+air-gapped host would. ``ROOTS`` are host_prerequisites' packages (python3-venv, python3-dev, python3-apt,
+python3-debian, git, gcc: the bare node image lacks them all) and the roles' other packages; the closure is every package those
 need (Depends and Pre-Depends, recursively, no Recommends: the roles install without them), as resolved by the controller's apt -- the
 same Debian 12 release and mirror the node image is built from (tests/sandbox/image/build-image.sh).
 Idempotent: a stamp holds sha256(this file + the resolved file names); an unchanged closure is not rebuilt.
@@ -43,8 +44,21 @@ if str(HERE) not in sys.path:
 import cuda_repo  # noqa: E402
 import cuda_wheels  # noqa: E402
 
-# cuda_toolkit_host_compiler_packages and the monitoring role's packages (roles/*/defaults/main.yml)
-ROOTS = ("g++", "prometheus", "prometheus-alertmanager", "prometheus-node-exporter", "nginx")
+
+
+def host_prerequisites(key="Debian-12") -> tuple[str, ...]:
+    """What roles/host_prerequisites installs on a Debian 12 node (every package of its map entry): read from the role's
+    defaults, their one place, so the mirror serves exactly what the product installs on a bare node."""
+    import yaml  # the controller venv's PyYAML (requirements.txt)
+
+    defaults = yaml.safe_load((HERE.parents[1] / "roles" / "host_prerequisites" / "defaults" / "main.yml").read_text())
+    packages = defaults["host_prerequisites_distributions"][key]["packages"]
+    return tuple(p for group in ("all", "gpu_node") for p in packages.get(group) or [])
+
+
+# host_prerequisites' packages (the bare node image has none of them), cuda_toolkit_host_compiler_packages, the
+# gateway's nginx and the monitoring role's packages (roles/*/defaults/main.yml)
+ROOTS = host_prerequisites() + ("g++", "prometheus", "prometheus-alertmanager", "prometheus-node-exporter", "nginx")
 KEYRING_NAME = "sandbox-debian-keyring.gpg"
 NODE_URL = "file:///srv/sandbox/debian-repo/"
 APT = ["-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]

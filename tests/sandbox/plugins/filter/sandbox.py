@@ -32,6 +32,16 @@ def sandbox_stale_containers(ps_entries, node_names, image_id, alive=(), fresh=F
     return [n for n in candidates if n not in keep]
 
 
+def sandbox_gpu_device_files(gpus_json):
+    """The device files the NVIDIA driver makes for the stand-in GPUs (``gpus.json``): /dev/nvidiactl (char 195:255),
+    /dev/nvidia-uvm (the uvm module's dynamic major, minor 0) and /dev/nvidia<N> (195:N) per GPU, as
+    ``[{"name", "major", "minor"}]`` (nvidia-modprobe.c and the driver's nv.c name and number them so)."""
+    gpus = (gpus_json or {}).get("gpus") or []
+    return ([{"name": "nvidiactl", "major": 195, "minor": 255}, {"name": "nvidia-uvm", "major": 509, "minor": 0}]
+            + [{"name": "nvidia%d" % i, "major": 195, "minor": i} for i in range(len(gpus))])
+
+
 class FilterModule:
     def filters(self):
-        return {"sandbox_stale_containers": sandbox_stale_containers}
+        return {"sandbox_stale_containers": sandbox_stale_containers,
+                "sandbox_gpu_device_files": sandbox_gpu_device_files}
