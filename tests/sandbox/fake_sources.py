@@ -106,7 +106,11 @@ def _version():
 
 def _metadata():
     return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: FlashInfer: Kernel Library for LLM "
-            "Serving (sandbox stand-in)\nRequires-Python: >=3.9\n" % (NAME, _version()))
+            "Serving (sandbox stand-in)\nRequires-Python: >=3.9\n"
+            # The real wheel's run-time requirement that matters on the node (flashinfer_python-0.7.2 METADATA:
+            # Requires-Dist: ninja): FlashInfer's JIT runs a bare `ninja` (flashinfer/jit/cpp_ext.py run_ninja), which
+            # the ninja wheel puts in the release venv's bin/. pip takes it from the sandbox wheelhouse.
+            "Requires-Dist: ninja\n" % (NAME, _version()))
 
 
 def _wheel_file():

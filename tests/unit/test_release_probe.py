@@ -40,6 +40,8 @@ def site(tmp_path):
 
     def run(flashinfer_archs=("sm_120f",), torch_archs=None, gpus=None, args=("--capability", "12.0"),
             with_sglang=True, dists=None):
+        # The run-time toolchain (ninja, nvcc, Triton's launcher) has tests of its own below.
+        args = tuple(args) + ("--no-toolchain",)
         (lib / "flashinfer" / "__init__.py").write_text(
             '__version__ = "0.7.2"\n\ndef get_cuda_arch_list():\n    return %r\n' % list(flashinfer_archs))
         for info in lib.glob("*.dist-info"):
@@ -276,3 +278,90 @@ def test_sass_rules_for_a_12_1_gpu():
     problems = release_probe.sass_problems(code, ["12.1"])
     assert problems == ["a: no sm_121 code: found sm_120a (a.so)"]  # sm_120a is 12.0 only; the 12.0f family runs
     assert release_probe.sass_problems(code, ["12.0"]) == []
+
+
+# ------------------------------------------------------------------------------------ the run-time toolchain
+@pytest.fixture
+def unit_env(tmp_path):
+    """The unit's environment over a stand-in release: <release>/venv/bin/ninja and <cuda>/bin/nvcc answering like
+    the real ones (ninja 1.13, nvcc "release 13.0"); returns (env, release, cuda_home)."""
+    release, cuda = tmp_path / "release", tmp_path / "cuda-13.0"
+    for path, text in ((release / "venv" / "bin" / "ninja", "echo 1.13.0.git.kitware.jobserver-pipe-1"),
+                       (cuda / "bin" / "nvcc", "echo 'Cuda compilation tools, release 13.0, V13.0.88'")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n%s\n" % text)
+        path.chmod(0o755)
+    env = {"PATH": "%s/venv/bin:%s/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" % (release, cuda),
+           "CUDA_HOME": str(cuda), "HOME": str(tmp_path)}
+    return env, release, cuda
+
+
+def test_toolchain_of_a_complete_unit_environment_passes(unit_env):
+    env, release, cuda = unit_env
+    facts, problems = release_probe.toolchain("13.0", env)
+    assert problems == []
+    assert facts["ninja"]["path"] == str(release / "venv" / "bin" / "ninja")
+    assert facts["nvcc"] == {"path": str(cuda / "bin" / "nvcc"), "release": "13.0"}
+    assert facts["launcher"]["compiled"] is True
+
+
+def test_path_without_the_venv_bin_finds_no_ninja(unit_env):
+    env, _, cuda = unit_env
+    env["PATH"] = "%s/bin:/usr/sbin:/sbin" % cuda  # no venv, and no /usr/bin (whose ninja is the host's)
+    _, problems = release_probe.toolchain("13.0", env)
+    assert any(p.startswith("ninja not found on the unit's PATH (%s/bin:/usr/sbin:/sbin)" % cuda)
+               and "run_ninja" in p for p in problems), problems
+
+
+def test_cuda_home_without_a_toolkit_or_of_another_release_is_refused(unit_env, tmp_path):
+    env, _, _ = unit_env
+    env["CUDA_HOME"] = str(tmp_path / "cuda-12.8")
+    _, problems = release_probe.toolchain("13.0", env)
+    assert any("no nvcc at %s/cuda-12.8/bin/nvcc (CUDA_HOME=%s/cuda-12.8" % (tmp_path, tmp_path) in p
+               for p in problems), problems
+    old = tmp_path / "cuda-12.9" / "bin" / "nvcc"
+    old.parent.mkdir(parents=True)
+    old.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 12.9, V12.9.86'\n")
+    old.chmod(0o755)
+    env["CUDA_HOME"] = str(tmp_path / "cuda-12.9")
+    _, problems = release_probe.toolchain("13.0", env)
+    assert any("is CUDA 12.9, the release is for CUDA 13.0" in p for p in problems), problems
+
+
+def test_without_cuda_home_flashinfer_looks_for_nvcc_on_path(unit_env):
+    env, _, cuda = unit_env
+    del env["CUDA_HOME"]
+    assert release_probe.flashinfer_cuda_home(env) == (str(cuda), "which nvcc")
+    assert release_probe.flashinfer_cuda_home({"PATH": "/nonexistent"})[0] == "/usr/local/cuda"
+
+
+def test_launcher_without_python_headers_names_python_h(unit_env, tmp_path, monkeypatch):
+    env, _, _ = unit_env
+    # The interpreter's include directory as a host without python3-dev has it: there, but without Python.h.
+    empty = tmp_path / "include" / "python3.11"
+    empty.mkdir(parents=True)
+    real = release_probe.sysconfig.get_paths
+    monkeypatch.setattr(release_probe.sysconfig, "get_paths",
+                        lambda *a, **k: dict(real(*a, **k), include=str(empty)))
+    _, problems = release_probe.toolchain("13.0", env)
+    assert any(p.startswith("Triton cannot build its launcher") and "Python.h: No such file or directory" in p
+               and "python3-dev" in p for p in problems), problems
+
+
+def test_no_c_compiler_is_refused(unit_env):
+    env, release, cuda = unit_env
+    env["PATH"] = "%s/venv/bin:%s/bin" % (release, cuda)
+    _, problems = release_probe.toolchain("13.0", env)
+    assert any(p.startswith("no C compiler on the unit's PATH") for p in problems), problems
+
+
+def test_toolchain_only_mode_prints_the_facts_and_fails_on_a_problem(unit_env):
+    env, release, cuda = unit_env
+    proc = subprocess.run([sys.executable, str(PROBE), "--toolchain-only", "--cuda", "13.0"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["toolchain"]["nvcc"]["release"] == "13.0"
+    env["PATH"] = "%s/bin:/usr/sbin" % cuda
+    proc = subprocess.run([sys.executable, str(PROBE), "--toolchain-only", "--cuda", "13.0"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.startswith("ninja not found on the unit's PATH")

@@ -28,6 +28,18 @@ A distribution that ships device code but no SASS for a wanted capability makes 
 its kernels). One distribution may ship per-arch variants (sglang-kernel's sm90/ and sm100/ libraries): it is
 judged as a whole.
 
+The toolchain the unit's processes compile with at run time (``--toolchain-only`` checks just this; the service runs
+it before it writes a changed unit). The probe runs as the unit would (its user, its environment file: see
+roles/sglang_service/tasks/probe.yml), so what it finds is what the server will find:
+
+* ``ninja`` on ``PATH``: FlashInfer 0.7.2 JIT-compiles a kernel at its first use by running a bare ``ninja``
+  (``flashinfer/jit/cpp_ext.py``, ``run_ninja``); the ``ninja`` wheel puts it in the release venv's ``bin/``;
+* nvcc where FlashInfer looks (``get_cuda_path`` in the same file: ``CUDA_HOME``, else ``CUDA_PATH``, else the
+  directory above ``which nvcc``, else ``/usr/local/cuda``), answering ``nvcc --version`` with the release's CUDA;
+* Triton 3.8.0's launcher build (``triton/runtime/build.py``, ``_build``): ``CC``, else ``gcc``, else ``clang`` on
+  ``PATH``, compiling with ``-I`` the interpreter's include directory; a tiny ``#include <Python.h>`` object is
+  compiled the same way (no ``python3-dev``: "Python.h: No such file or directory").
+
 Prints one JSON object on stdout: the facts found plus ``ok`` and ``problems``. Exit 0 when ok, 1 when
 a check failed; the first line of stderr then says why, starting with "installed kernels lack sm_120"
 when a kernel check failed ("no kernel image is available" is the symptom at serving time).
@@ -39,8 +51,11 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
+import tempfile
 
 KERNEL_DISTRIBUTIONS = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sglang", "sglang-kernel")
 
@@ -190,6 +205,115 @@ def sass_problems(code, capabilities):
     return problems
 
 
+def flashinfer_cuda_home(env):
+    """Where FlashInfer 0.7.2 looks for nvcc (``flashinfer/jit/cpp_ext.py``, ``get_cuda_path``): (home, how found)."""
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(name):
+            return env[name], name
+    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc)), "which nvcc"
+    return "/usr/local/cuda", "FlashInfer's default (no CUDA_HOME, no nvcc on PATH)"
+
+
+def _first_error(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        if "error" in line.lower():
+            return line
+    return lines[-1] if lines else ""
+
+
+def _user_name():
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+def toolchain(cuda=None, env=None):
+    """(facts, problems) of what the unit's processes compile with at run time (see the module docstring)."""
+    env = dict(os.environ if env is None else env)
+    path = env.get("PATH", "")
+    facts, problems = {"path": path, "user": _user_name()}, []
+    ninja = shutil.which("ninja", path=path)
+    if not ninja:
+        problems.append("ninja not found on the unit's PATH (%s): FlashInfer JIT-compiles its kernels with a bare "
+                        "'ninja' (flashinfer/jit/cpp_ext.py run_ninja), which the ninja wheel puts in the release "
+                        "venv's bin/; PATH must start with <release>/venv/bin (sglang_service_environment must not "
+                        "replace it)" % (path or "unset"))
+    else:
+        try:
+            proc = subprocess.run([ninja, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  env=env, check=False, timeout=60)
+            facts["ninja"] = {"path": ninja, "version": proc.stdout.decode(errors="replace").strip()}
+            if proc.returncode != 0:
+                problems.append("%s --version failed: %s" % (ninja, facts["ninja"]["version"]))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append("%s does not run: %s" % (ninja, exc))
+    cuda_home, how = flashinfer_cuda_home(env)
+    nvcc = os.path.join(cuda_home, "bin", "nvcc")
+    facts["cuda_home"] = {"path": cuda_home, "from": how}
+    if not (os.path.isfile(nvcc) and os.access(nvcc, os.X_OK)):
+        problems.append("no nvcc at %s (%s=%s, where FlashInfer's get_cuda_path looks): FlashInfer cannot "
+                        "JIT-compile a kernel; point CUDA_HOME at the CUDA %s toolkit (deployment_cuda_home, "
+                        "sglang_service_cuda_home)" % (nvcc, "CUDA_HOME" if how == "CUDA_HOME" else how, cuda_home,
+                                                       cuda or ""))
+    else:
+        try:
+            proc = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                                  check=False, timeout=120)
+            out = proc.stdout.decode(errors="replace")
+            found = re.findall(r"release (\d+\.\d+),", out)
+            facts["nvcc"] = {"path": nvcc, "release": found[0] if found else None}
+            if proc.returncode != 0 or not found:
+                problems.append("%s --version failed: %s" % (nvcc, _first_error(out) or "exit %d" % proc.returncode))
+            elif cuda and _cap_tuple(found[0]) != _cap_tuple(cuda):
+                problems.append("%s is CUDA %s, the release is for CUDA %s: point CUDA_HOME at the CUDA %s toolkit"
+                                % (nvcc, found[0], cuda, cuda))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append("%s does not run: %s" % (nvcc, exc))
+    # Triton's _build (triton/runtime/build.py): CC, else gcc, else clang; -I the interpreter's include directory.
+    cc = env.get("CC") or shutil.which("gcc", path=path) or shutil.which("clang", path=path)
+    scheme = sysconfig.get_default_scheme()
+    if scheme == "posix_local":
+        scheme = "posix_prefix"
+    include = sysconfig.get_paths(scheme=scheme)["include"]
+    facts["launcher"] = {"cc": cc, "python_include": include}
+    if not cc:
+        problems.append("no C compiler on the unit's PATH (%s): Triton builds its launcher with CC, gcc or clang "
+                        "(triton/runtime/build.py); install gcc (roles/host_prerequisites)" % (path or "unset"))
+    else:
+        workdir = tempfile.mkdtemp(prefix="sglang-probe-")
+        try:
+            src = os.path.join(workdir, "probe_launcher.c")
+            with open(src, "w") as f:
+                f.write("#include <Python.h>\nint probe_launcher(void) { return Py_IsInitialized(); }\n")
+            cmd = [cc, src, "-O3", "-shared", "-fPIC", "-Wno-psabi", "-o", os.path.join(workdir, "probe_launcher.so"),
+                   "-I" + include]
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, check=False,
+                                  timeout=120)
+            if proc.returncode != 0:
+                problems.append("Triton cannot build its launcher (triton/runtime/build.py): %s (%s); install "
+                                "python3-dev (roles/host_prerequisites)"
+                                % (_first_error(proc.stdout.decode(errors="replace")) or "exit %d" % proc.returncode,
+                                   " ".join(cmd[:1] + ["...", "-I" + include])))
+            else:
+                facts["launcher"]["compiled"] = True
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append("%s does not run: %s" % (cc, exc))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return facts, problems
+
+
+def toolchain_only(cuda=None):
+    """The service's check before it writes a changed unit: the run-time toolchain alone, no imports, no GPU."""
+    facts, problems = toolchain(cuda)
+    return {"ok": not problems, "problems": problems, "toolchain": facts}
+
+
 def kernel_op(torch):
     """One small kernel on the first GPU: (description, problem or None)."""
     try:
@@ -220,9 +344,12 @@ def kernel_op_only():
 
 
 def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=None,
-          kernel_distributions=KERNEL_DISTRIBUTIONS, run_kernel_op=True):
+          kernel_distributions=KERNEL_DISTRIBUTIONS, run_kernel_op=True, check_toolchain=True):
     result = {"ok": False, "problems": [], "capabilities": list(capabilities)}
     problems = result["problems"]
+    if check_toolchain:
+        result["toolchain"], found = toolchain(cuda)
+        problems.extend(found)
     wanted = list(capabilities)
     mods = {}
     for name in ("torch", "flashinfer", "sglang"):
@@ -315,15 +442,20 @@ def main(argv=None):
                     help="skip the GPU kernel (a release prepared while the GPUs serve; the switch runs it)")
     ap.add_argument("--kernel-op-only", action="store_true",
                     help="only import torch and run one kernel on a GPU (the switch, after the server stopped)")
+    ap.add_argument("--toolchain-only", action="store_true",
+                    help="only check the run-time toolchain: ninja, nvcc under CUDA_HOME, Triton's launcher build")
+    ap.add_argument("--no-toolchain", action="store_true", help="skip the run-time toolchain checks")
     args = ap.parse_args(argv)
-    if not args.kernel_op_only and not args.capability:
+    if not (args.kernel_op_only or args.toolchain_only) and not args.capability:
         ap.error("--capability is required")
     if args.kernel_op_only:
         result = kernel_op_only()
+    elif args.toolchain_only:
+        result = toolchain_only(cuda=args.cuda)
     else:
         result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs,
                        cuobjdump=args.cuobjdump, kernel_distributions=args.kernel_distribution or KERNEL_DISTRIBUTIONS,
-                       run_kernel_op=not args.no_kernel_op)
+                       run_kernel_op=not args.no_kernel_op, check_toolchain=not args.no_toolchain)
     print(json.dumps(result, sort_keys=True))
     if not result["ok"]:
         sys.stderr.write("; ".join(result["problems"]) + "\n")

@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to this project
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters for the environment the SGLang unit runs with (and the release probe runs with, as the unit would).
+
+``sglang_unit_environment``
+    the service's runtime facts + a release directory -> the unit's environment (dict, in file order).
+``sglang_environment_file``
+    an environment dict -> the text of a systemd ``EnvironmentFile=`` (``KEY=value`` lines), refused when a value
+    cannot be written there.
+
+What the unit's processes need from it, read in the pinned wheels:
+
+* FlashInfer 0.7.2 JIT-compiles a kernel at its first use by running a bare ``ninja`` (``flashinfer/jit/cpp_ext.py``,
+  ``run_ninja``); the ``ninja`` wheel (a requirement of flashinfer-python) puts it in the release venv's ``bin/``.
+  systemd's default ``PATH`` for a service has no venv: ``PATH`` starts with ``<release>/venv/bin``.
+* FlashInfer finds nvcc through ``CUDA_HOME`` (or ``CUDA_PATH``), else ``which nvcc``, else ``/usr/local/cuda``
+  (``get_cuda_path``): ``CUDA_HOME`` is the toolkit the release was built for, and its ``bin`` is on ``PATH`` too.
+* Triton 3.8.0 compiles its launcher with ``CC`` or the ``gcc`` on ``PATH`` (``triton/runtime/build.py``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: sglang_unit_environment
+short_description: The environment of the SGLang unit for one release
+description:
+  - Returns the unit's environment in the order the environment file lists it - C(HOME) and the caches under the
+    service's home, C(CUDA_HOME), C(PATH) (the release venv's C(bin), CUDA's C(bin), then systemd's default),
+    C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) when set - then the operator's own environment, which wins.
+  - The same function gives the release probe its environment for a release that is not current yet, so the
+    probe sees what the server will see.
+  - C(sglang_environment_file) (the other filter of this file) renders such a dict as C(EnvironmentFile=) text.
+options:
+  _input:
+    description: >-
+      The service's runtime facts, as roles/sglang_service publishes them in C(sglang_service_runtime) - C(home),
+      C(cuda_home), C(environment) (the operator's extra variables), C(socket_ifname).
+    type: dict
+    required: true
+  release:
+    description: The release directory (or the link to it) whose C(venv/bin) comes first on C(PATH).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Publish the unit's environment
+  ansible.builtin.set_fact:
+    sglang_service_unit_environment: "{{ sglang_service_runtime | blackwell.sglang.sglang_unit_environment('/opt/sglang/current') }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The environment, variable name to value, in file order.
+  type: dict
+"""
+
+# systemd's default PATH for system services (systemd.exec(5), "Environment variables in spawned processes").
+SYSTEMD_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def sglang_unit_environment(runtime, release):
+    """The unit's environment for ``release`` (see the module docstring)."""
+    if not isinstance(runtime, dict):
+        raise AnsibleFilterError("sglang_unit_environment: the runtime facts must be a mapping, got %r" % (runtime,))
+    missing = [k for k in ("home", "cuda_home") if not str(runtime.get(k) or "").strip()]
+    if missing or not str(release or "").strip():
+        raise AnsibleFilterError("sglang_unit_environment: needs %s"
+                                 % ", ".join(missing + ([] if str(release or "").strip() else ["release"])))
+    home = str(runtime["home"]).rstrip("/")
+    cuda_home = str(runtime["cuda_home"]).rstrip("/")
+    env = {
+        "HOME": home,
+        "HF_HOME": home + "/cache/huggingface",
+        "XDG_CACHE_HOME": home + "/cache",
+        "TRITON_CACHE_DIR": home + "/cache/triton",
+        "FLASHINFER_WORKSPACE_BASE": home + "/cache/flashinfer",
+        "CUDA_HOME": cuda_home,
+        "PATH": "%s/venv/bin:%s/bin:%s" % (str(release).rstrip("/"), cuda_home, SYSTEMD_DEFAULT_PATH),
+    }
+    ifname = str(runtime.get("socket_ifname") or "").strip()
+    if ifname:
+        env["NCCL_SOCKET_IFNAME"] = ifname
+        env["GLOO_SOCKET_IFNAME"] = ifname
+    extra = runtime.get("environment") or {}
+    if not isinstance(extra, dict):
+        raise AnsibleFilterError("sglang_service_environment must be a mapping of variable names to values, got %r"
+                                 % (extra,))
+    for key in sorted(extra):
+        env[str(key)] = "" if extra[key] is None else str(extra[key])
+    return env
+
+
+def sglang_environment_file(environment):
+    """``KEY=value`` lines for systemd's ``EnvironmentFile=``; a name systemd would not take, or a value with a line
+    break (which would start a new assignment), is refused naming the variable."""
+    if not isinstance(environment, dict):
+        raise AnsibleFilterError("sglang_environment_file: expected a mapping, got %r" % (environment,))
+    problems, lines = [], []
+    for key, value in environment.items():
+        text = "" if value is None else str(value)
+        if not _NAME.match(str(key)):
+            problems.append("%r is not a variable name systemd accepts" % (key,))
+        elif "\n" in text or "\r" in text:
+            problems.append("%s has a line break in its value" % key)
+        else:
+            lines.append("%s=%s" % (key, text))
+    if problems:
+        raise AnsibleFilterError("the unit's environment cannot be written: " + "; ".join(problems))
+    return "".join(line + "\n" for line in lines)
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_unit_environment": sglang_unit_environment,
+            "sglang_environment_file": sglang_environment_file,
+        }
