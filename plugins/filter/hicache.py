@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters over ``host_capacity`` results: the HiCache host-memory budget, the /dev/shm floor and free disk.
 
+``capacity | preflight_model_size(source_index, preferred=..., fallback_gb=...)`` -> the capacity whose ``model`` is
+the weights' size preflight budgets with (module_utils/model_index.py ``model_weights``): an index of ``preferred``,
+the source's (model_stage's plan read it on the node), the served model's, else the fallback figure, saying which.
 ``capacity | preflight_host_errors(options, gpu_facts=..., ...)`` -> list of messages (empty = fits).
 ``capacity | hicache_budget(options, gpu_facts=..., ...)`` -> the figures (module_utils/hicache.py).
 """
@@ -15,6 +18,23 @@ __metaclass__ = type
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import GIB, hicache_budget as _budget, ranks_on_host, shm_errors
+from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import model_weights
+
+
+def _weights(capacity, fallback_gb):
+    """``capacity.model`` as preflight_model_size left it, else worked out from host_capacity's own reading."""
+    model = capacity.get("model") or {}
+    return model if "source" in model else model_weights(model, fallback_gb=fallback_gb)
+
+
+def preflight_model_size(capacity, source_index=None, preferred=(), fallback_gb=0):
+    """The host_capacity result with ``model`` replaced by the figure preflight budgets disk and HiCache with."""
+    if not isinstance(capacity, dict) or capacity.get("failed"):
+        return capacity
+    if source_index is not None and not isinstance(source_index, dict):
+        raise AnsibleFilterError("preflight_model_size expects model_source_index's answer as a dict, got %s"
+                                 % type(source_index).__name__)
+    return dict(capacity, model=model_weights(capacity.get("model"), source_index, preferred or (), fallback_gb))
 
 
 def _gpu_memory_bytes(gpu_facts):
@@ -26,16 +46,14 @@ def _gpu_memory_bytes(gpu_facts):
 
 def hicache_budget(capacity, options, gpu_facts=None, fallback_weights_gb=0, mem_fraction_static=0.85,
                    allow_low_ratio=False):
-    """Figures and errors of the HiCache budget; weights from the model index when host_capacity found one."""
+    """Figures and errors of the HiCache budget; weights from ``capacity.model`` (preflight_model_size's figure, or
+    host_capacity's index, else ``fallback_weights_gb``); ``weights_source`` says which."""
     if not isinstance(capacity, dict) or "memory" not in capacity:
         raise AnsibleFilterError("hicache_budget expects a host_capacity result, got %s" % type(capacity).__name__)
     if not isinstance(options, dict):
         raise AnsibleFilterError("hicache_budget expects the SGLang options as a dict, got %s" % type(options).__name__)
-    model = capacity.get("model") or {}
-    weights = model.get("total_size_bytes")
-    weights_source = "index %s" % model.get("index") if weights else "fallback %s GB" % fallback_weights_gb
-    if not weights:
-        weights = float(fallback_weights_gb or 0) * 1000 ** 3
+    model = _weights(capacity, fallback_weights_gb)
+    weights, weights_source = model["total_size_bytes"], model["source"]
     cgroup = capacity.get("cgroup") or {}
     own = capacity.get("own_unit") or {}
     result = _budget(options, capacity["memory"]["available_bytes"], gpu_memory_bytes=_gpu_memory_bytes(gpu_facts),
@@ -69,8 +87,9 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
     """Free disk for what this run will write: ``{"errors": [...], "warnings": [...]}``.
 
     * The model revision being staged (``capacity.staging``, from ``host_capacity``'s ``staged_revision``) needs its
-      full size beside the current one (``capacity.model.total_size_bytes``, else ``fallback_model_gb``), less what
-      an interrupted run left in its ``.partial`` directory; nothing once it is complete.
+      full size beside the current one (``capacity.model``: preflight_model_size's figure, else host_capacity's
+      index, else ``fallback_model_gb``; a warning says when it is the fallback, and why), less what an interrupted
+      run left in its ``.partial`` directory; nothing once it is complete.
     * A release: a first one (``release_exists`` false) certainly writes ``release_gb`` (torch, FlashInfer, SGLang
       in a venv); a rebuild only when the build inputs changed, which preflight cannot tell, so then it only warns.
 
@@ -83,20 +102,24 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
             raise AnsibleFilterError("preflight_disk_problems: host_capacity did not measure %s (pass it in paths)"
                                      % path)
     certain, maybe = {}, {}
+    errors, warnings = [], []
     staging = capacity.get("staging") or {}
+    model = _weights(capacity, fallback_model_gb)
     if staging and not staging.get("complete"):
-        total = (capacity.get("model") or {}).get("total_size_bytes") or float(fallback_model_gb or 0) * 1e9
+        total = model["total_size_bytes"]
         need = max(int(total) - int(staging.get("partial_bytes") or 0), 0)
+        revision = staging["path"].rstrip("/").rsplit("/", 1)[-1]
         certain.setdefault(disks[model_store]["device"], []).append(
-            (need, "model revision %s (%s, %s still to stage)" % (staging["path"].rstrip("/").rsplit("/", 1)[-1],
-                                                                  _gb(total), _gb(need))))
+            (need, "model revision %s (%s, %s still to stage)" % (revision, _gb(total), _gb(need))))
+        if model.get("fallback"):
+            warnings.append("the free disk for model revision %s is budgeted without its size: %s"
+                            % (revision, model["source"]))
     release = float(release_gb or 0) * 1e9
     if release:
         bucket = maybe if release_exists else certain
         bucket.setdefault(disks[releases_dir]["device"], []).append(
             (release, "%s release in %s (~%s, preflight_release_size_gb)" % (
                 "a rebuilt" if release_exists else "the first", releases_dir, _gb(release))))
-    errors, warnings = [], []
     for device in sorted(set(certain) | set(maybe)):
         on = [disks[p] for p in (model_store, releases_dir) if disks[p]["device"] == device]
         disk = on[0]
@@ -107,9 +130,11 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
         what = [w for dummy, w in certain.get(device, [])]
         if sure > disk["free_bytes"]:
             errors.append("%s %s free (filesystem of %s); this run writes %s there: %s. Free space (old "
-                          "revisions under the store, old releases) or grow the filesystem" % (
+                          "revisions under the store, old releases) or grow the filesystem%s" % (
                               where, _gb(disk["free_bytes"]), disk["checked_path"], _gb(sure),
-                              " + ".join(what)))
+                              " + ".join(what), " (the revision's size: %s)" % model["source"]
+                              if staging and not staging.get("complete") and device == disks[model_store]["device"]
+                              else ""))
         elif sure + sum(n for n, dummy in maybe.get(device, [])) > disk["free_bytes"]:
             warnings.append("%s %s free (filesystem of %s): enough for %s, not also for %s if the build "
                             "inputs changed" % (where, _gb(disk["free_bytes"]), disk["checked_path"],
@@ -121,4 +146,4 @@ def preflight_disk_problems(capacity, model_store, releases_dir, fallback_model_
 class FilterModule(object):
     def filters(self):
         return {"hicache_budget": hicache_budget, "preflight_host_errors": preflight_host_errors,
-                "preflight_disk_problems": preflight_disk_problems}
+                "preflight_disk_problems": preflight_disk_problems, "preflight_model_size": preflight_model_size}

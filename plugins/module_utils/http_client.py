@@ -4,6 +4,7 @@
 """The collection's one HTTP client (stdlib only, no Ansible import) and its errors.
 
 * ``open_request``: one request through urllib, the raw response back (streaming callers read it themselves);
+  ``host_bound_headers`` (a token) go to the URL's host only, never after a redirect to another host;
 * ``http_request``: ``(status, body bytes)``, an error status being an answer too;
 * ``JsonClient``: JSON over ``http_request`` against one base URL, for the router, drain and Alertmanager modules;
 * ``EndpointError``: an endpoint did not answer as expected; ``NoAnswer``, its subclass: nothing answered at all.
@@ -23,7 +24,8 @@ import json
 # (through sglang_observe) on a node that has no Ansible, and model_mirror streams the weights through it
 # (tests/sanity/ignore-2.19.txt says why for replace-urlopen).
 from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
+from urllib.parse import urlsplit
+from urllib.request import HTTPRedirectHandler, Request, build_opener, urlopen
 
 __metaclass__ = type
 
@@ -54,16 +56,43 @@ def normalise_url(url):
     return url
 
 
-def open_request(url, headers=None, method=None, timeout=10.0, data=None):
+class _HostBoundRedirects(HTTPRedirectHandler):
+    """urllib's redirects, except that the headers named in the request's ``host_bound`` (credentials) are dropped
+    when a redirect leaves the host, as requests and so huggingface_hub do: the Hub answers a resolve URL of a large
+    file with a redirect to its CDN's signed URL, which must not get the token."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
+        bound = getattr(req, "host_bound", ())
+        if new is not None and bound:
+            new.host_bound = bound
+            if urlsplit(new.full_url).netloc.lower() != urlsplit(req.full_url).netloc.lower():
+                for name in bound:
+                    new.remove_header(name.capitalize())
+        return new
+
+
+_HOST_BOUND_OPENER = []
+
+
+def open_request(url, headers=None, method=None, timeout=10.0, data=None, host_bound_headers=None):
     """Send one request and return urllib's response (``status``, ``headers``, ``read``; a context manager).
 
     ``url`` is a URL, or a ``urllib.request.Request`` made already (then its own headers, method and data are sent).
-    Raises what urlopen raises: ``HTTPError`` for a status of 400 or more (``code``, ``headers``, ``read()``),
-    ``URLError``/``OSError`` when nothing answered, ``ValueError`` for a malformed URL.
+    ``host_bound_headers`` (e.g. a token's ``Authorization``) are sent to this URL's host only, not after a redirect
+    to another host. Raises what urlopen raises: ``HTTPError`` for a status of 400 or more (``code``, ``headers``,
+    ``read()``), ``URLError``/``OSError`` when nothing answered, ``ValueError`` for a malformed URL.
     """
     if not isinstance(url, Request):
         url = Request(url, data=data, headers=dict(headers or {}), method=method)
-    return urlopen(url, timeout=timeout)
+    if not host_bound_headers:
+        return urlopen(url, timeout=timeout)
+    for name, value in host_bound_headers.items():
+        url.add_header(name, value)
+    url.host_bound = tuple(host_bound_headers)
+    if not _HOST_BOUND_OPENER:  # built once: an opener per request costs what open_url cost (see model_mirror)
+        _HOST_BOUND_OPENER.append(build_opener(_HostBoundRedirects))
+    return _HOST_BOUND_OPENER[0].open(url, timeout=timeout)
 
 
 def http_request(url, body=None, timeout=10.0, headers=None, method=None):

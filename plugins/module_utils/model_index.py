@@ -92,3 +92,48 @@ def load_index(path):
     except (UnicodeDecodeError, ValueError) as exc:
         raise ModelIndexError(path, "index is not valid JSON (%s); fetch it again" % exc)
     return parse_index(data, path)
+
+
+def _gb(size):
+    return "%.2f GB" % (float(size) / 1e9)
+
+
+def model_weights(local=None, source=None, preferred=(), fallback_gb=0,
+                  fallback_name="preflight_hicache_fallback_weights_gb"):
+    """The weights' size preflight budgets disk and HiCache with, and where it comes from.
+
+    :param local: host_capacity's ``model``: the first readable of the operator's indexes (``preferred``) and the
+        served model's, with ``unreadable`` (``<path>: <why>`` of each tried before it).
+    :param source: model_source_index's answer for the source this run stages from (``index``, ``total_size_bytes``,
+        ``shards``, ``error``).
+    :param preferred: the operator's index paths (preflight_model_indexes): one of them read wins.
+    :returns: dict ``index`` (the path or URL read; None for the fallback), ``total_size_bytes`` (the index's
+        ``metadata.total_size``, else ``fallback_gb`` x 10**9), ``fallback`` (bool), ``unreadable`` (why each index
+        tried could not be read) and ``source``: one line naming the figure and where it came from, e.g.
+        ``0.13 GB in 4 shards, metadata.total_size of http://127.0.0.1:8081/K/model.safetensors.index.json`` or
+        ``no index readable (<url>: HTTP 404 ...); using preflight_hicache_fallback_weights_gb=547``.
+
+    Order: an index of ``preferred``, then the source's (what this run stages), then the served model's, then the
+    fallback figure.
+    """
+    local, source = dict(local or {}), dict(source or {})
+    unreadable = ([source["error"]] if source.get("error") else []) + list(local.get("unreadable") or [])
+    local_read = local.get("total_size_bytes") is not None
+    if local_read and local.get("index") in list(preferred or []):
+        chosen = local
+    elif source.get("total_size_bytes") is not None:
+        chosen = source
+    elif local_read:
+        chosen = local
+    else:
+        why = "; ".join(unreadable) or "none was named"
+        return {"index": None, "total_size_bytes": int(float(fallback_gb or 0) * 1e9), "fallback": True,
+                "unreadable": unreadable,
+                "source": "no index readable (%s); using %s=%s" % (why, fallback_name, fallback_gb)}
+    size = int(chosen["total_size_bytes"])
+    shards = " in %d shard%s" % (chosen["shards"], "s" if chosen["shards"] != 1 else "") if chosen.get("shards") else ""
+    text = "%s%s, metadata.total_size of %s" % (_gb(size), shards, chosen.get("index") or "the model's index")
+    if chosen is local and source.get("error"):
+        text += " (the source's index was not readable: %s)" % source["error"]
+    return {"index": chosen.get("index"), "total_size_bytes": size, "fallback": False, "unreadable": unreadable,
+            "source": text}

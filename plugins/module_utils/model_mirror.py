@@ -90,9 +90,11 @@ class Mirror(object):
     """A mirror base URL plus request headers (credentials stay in ``headers``, never in messages)."""
 
     def __init__(self, base_url, headers=None, timeout=60, retries=5, retry_delay=2.0, chunk=CHUNK_BYTES,
-                 sleep=time.sleep, stop=None):
+                 sleep=time.sleep, stop=None, host_bound_headers=None):
         self.base_url = base_url
         self.headers = dict(headers or {})
+        # credentials for the base URL's host alone, not for a host it redirects to (the Hub's CDN)
+        self.host_bound_headers = dict(host_bound_headers or {})
         self.timeout = timeout
         self.retries = retries
         self.retry_delay = retry_delay
@@ -109,7 +111,8 @@ class Mirror(object):
         headers = dict(self.headers)
         headers.update(extra or {})
         headers.setdefault("Accept-Encoding", "identity")
-        return open_request(url, headers=headers, method=method, timeout=self.timeout)
+        return open_request(url, headers=headers, method=method, timeout=self.timeout,
+                            host_bound_headers=self.host_bound_headers)
 
     def _with_retries(self, name, func):
         attempt = 0

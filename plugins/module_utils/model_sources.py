@@ -9,6 +9,10 @@ and these methods:
 
 * ``missing_tools()`` -> list of problems that keep it from planning on this host now (the hf source before the role
   made its staging venv); check mode reports them, a real run fails with them;
+* ``index_location()`` -> the path or URL (no credentials) of the checkpoint's ``model.safetensors.index.json``;
+* ``read_index()`` -> ``{"index": index_location(), "total_size_bytes", "shards"}``: that index alone, before
+  anything is planned or staged (what preflight sizes the weights by; the hf source reads it over HTTP, so it needs
+  no staging venv); raises StageError naming the path or URL and why it could not be read;
 * ``plan()`` -> ``{"index": parsed index, "files": [names to stage], "sizes": {name: bytes or None},
   "sha256": {name: hex} (what the source vouches for), "skipped": [names left out]}``; raises StageError listing
   every problem (missing shards, config.json, required tokenizer/code files) before a byte of a shard moves;
@@ -36,6 +40,7 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from urllib.parse import quote
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
     copy_and_hash, hash_file, read_json, stat_record, tree_bytes,
@@ -56,6 +61,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sha256_manifest i
 from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import follow_process
 
 __metaclass__ = type
+
+# huggingface_hub's default endpoint (constants.ENDPOINT) when neither hf_endpoint nor HF_ENDPOINT names another.
+HUB_ENDPOINT = "https://huggingface.co"
 
 
 def run_pool(names, work, parallel, stop):
@@ -96,6 +104,35 @@ def run_pool(names, work, parallel, stop):
                 else:
                     problems.append("%s: %s" % (name, exc))
     return results, problems
+
+
+def request_headers(params):
+    """The mirror's request headers: ``headers`` plus ``Authorization: Bearer <token>`` when a token is set."""
+    headers = dict(params.get("headers") or {})
+    if params.get("token"):
+        headers["Authorization"] = "Bearer %s" % params["token"]
+    return headers
+
+
+def index_figures(index, where):
+    """``read_index``'s answer for a parsed index; StageError when it has no ``metadata.total_size``."""
+    if index["total_size"] is None:
+        raise StageError("%s has no metadata.total_size, so it does not say the weights' size" % where)
+    return {"index": where, "total_size_bytes": index["total_size"], "shards": len(index["shards"])}
+
+
+def fetch_index(mirror, where):
+    """GET ``model.safetensors.index.json`` from ``mirror`` and parse it; StageError naming ``where`` (a URL)."""
+    try:
+        raw = mirror.get_bytes(INDEX_NAME)
+    except FetchError as exc:
+        raise StageError(str(exc))
+    try:
+        return parse_index(json.loads(raw.decode("utf-8")), where)
+    except ModelIndexError as exc:
+        raise StageError(str(exc))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise StageError("%s: %s" % (where, exc))
 
 
 class FileSource(object):
@@ -144,6 +181,18 @@ class PathSource(FileSource):
         self.verb = "link" if self.hardlink else "copy"
         self.sums = {}
         self.description = self.root
+
+    def index_location(self):
+        return os.path.join(self.root, INDEX_NAME) if self.root else None
+
+    def read_index(self):
+        where = self.index_location()
+        if not where:
+            raise StageError("no source_path is set, so there is no %s to read" % INDEX_NAME)
+        try:
+            return index_figures(load_index(where), where)
+        except ModelIndexError as exc:
+            raise StageError(str(exc))
 
     def plan(self):
         src = self.root
@@ -226,10 +275,7 @@ class HttpSource(FileSource):
 
     def __init__(self, params, mirror=None):
         super(HttpSource, self).__init__(params)
-        headers = dict(params.get("headers") or {})
-        if params.get("token"):
-            headers["Authorization"] = "Bearer %s" % params["token"]
-        self.mirror = mirror or Mirror(params["url"], headers=headers, timeout=params["timeout"],
+        self.mirror = mirror or Mirror(params["url"], headers=request_headers(params), timeout=params["timeout"],
                                        retries=params["retries"], retry_delay=params["retry_delay"], stop=self.stop)
         self.description = redact_url(params["url"])
         self.sums, self.sizes = {}, {}
@@ -246,14 +292,16 @@ class HttpSource(FileSource):
             raise StageError(redact_url(str(exc)))
         return self.sums
 
+    def index_location(self):
+        return redact_url(self.mirror.url(INDEX_NAME))
+
+    def read_index(self):
+        where = self.index_location()
+        return index_figures(fetch_index(self.mirror, where), where)
+
     def plan(self):
         self.load_sums()
-        try:
-            index = parse_index(json.loads(self.mirror.get_bytes(INDEX_NAME).decode("utf-8")), INDEX_NAME)
-        except FetchError as exc:
-            raise StageError(str(exc))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise StageError("%s: %s" % (INDEX_NAME, exc))
+        index = fetch_index(self.mirror, INDEX_NAME)
         shards = set(index["shards"])
         files, skipped = select_files(self.sums, shards)
         problems = []
@@ -341,6 +389,26 @@ class HfSource(FileSource):
         return ["%s %s does not exist; the model_stage role creates the staging venv and ships the helper "
                 "(model_stage_hf_venv)" % (what, p[what]) for what in ("hf_python", "hf_helper")
                 if not p[what] or not os.path.exists(p[what])]
+
+    def hub_files(self):
+        """The pinned revision's files as the Hub serves them, without huggingface_hub: a Mirror over its resolve URL
+        (what ``hf_hub_url`` builds, ``<endpoint>/<repo>/resolve/<revision>/<file>``) that sends the token as
+        huggingface_hub does (``token``, else ``HF_TOKEN``; to the endpoint's host only, not to the CDN a large file
+        redirects to; endpoint ``hf_endpoint``, else ``HF_ENDPOINT``)."""
+        p = self.params
+        endpoint = p.get("hf_endpoint") or os.environ.get("HF_ENDPOINT") or HUB_ENDPOINT
+        token = p.get("token") or os.environ.get("HF_TOKEN")
+        base = "%s/%s/resolve/%s" % (endpoint.rstrip("/"), quote(self.repo), quote(self.rev, safe=""))
+        return Mirror(base, host_bound_headers={"Authorization": "Bearer %s" % token} if token else {},
+                      timeout=p["timeout"], retries=p["retries"], retry_delay=p["retry_delay"], stop=self.stop)
+
+    def index_location(self):
+        return redact_url(self.hub_files().url(INDEX_NAME))
+
+    def read_index(self):
+        """The pinned revision's index over HTTP: needs no staging venv, so preflight reads it on a fresh host."""
+        where = self.index_location()
+        return index_figures(fetch_index(self.hub_files(), where), where)
 
     def run_helper(self, args, report_path, tick):
         """Run the helper with ``args``; returns its JSON report ``{"commit", "files": {name: {size, sha256}}}``."""

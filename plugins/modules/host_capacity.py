@@ -103,10 +103,12 @@ cpus:
   type: dict
   sample: {"count": 128, "usable": 128}
 model:
-  description: Index path and C(metadata.total_size) of the first readable index (both null when none).
+  description: Index path and C(metadata.total_size) of the first readable index (both null when none), and why
+    each candidate before it could not be read (C(unreadable)).
   returned: always
   type: dict
-  sample: {"index": "/srv/models/Kimi-K2.5/current/model.safetensors.index.json", "total_size_bytes": 547000000000}
+  sample: {"index": "/srv/models/Kimi-K2.5/current/model.safetensors.index.json", "total_size_bytes": 547000000000,
+           "unreadable": ["/srv/models/Kimi-K2.5/r2/model.safetensors.index.json: No such file or directory"]}
 staging:
   description: The O(staged_revision) - whether it is complete and the bytes its C(.partial) directory holds (null
     without O(staged_revision)).
@@ -259,16 +261,26 @@ def staging_state(revision_dir):
 
 
 def model_size(candidates):
-    """First readable index -> dict index, total_size_bytes (None, None when none is readable)."""
+    """First readable index -> dict index, total_size_bytes (None, None when none is readable) and unreadable (each
+    candidate tried before it, as ``<path>: <why>``)."""
+    unreadable = []
     for path in candidates or []:
         try:
             with open(path) as fh:
                 data = json.load(fh)
-            size = int((data.get("metadata") or {}).get("total_size"))
-        except (IOError, OSError, ValueError, TypeError, AttributeError):
+        except (IOError, OSError) as exc:
+            unreadable.append("%s: %s" % (path, exc.strerror or exc))
             continue
-        return {"index": path, "total_size_bytes": size}
-    return {"index": None, "total_size_bytes": None}
+        except ValueError as exc:
+            unreadable.append("%s: not JSON (%s)" % (path, exc))
+            continue
+        try:
+            size = int((data.get("metadata") or {}).get("total_size"))
+        except (ValueError, TypeError, AttributeError):
+            unreadable.append("%s: no metadata.total_size" % path)
+            continue
+        return {"index": path, "total_size_bytes": size, "unreadable": unreadable}
+    return {"index": None, "total_size_bytes": None, "unreadable": unreadable}
 
 
 def gather(paths=(), shm_path="/dev/shm", model_indexes=(), proc="/proc", cgroup_root="/sys/fs/cgroup",

@@ -123,11 +123,15 @@ def test_filter_lists_hicache_and_shm_problems_together():
 def test_filter_takes_weights_from_the_index_else_the_fallback():
     with_index = hicache_filter.hicache_budget(CAPACITY, {**KIMI, "hicache-ratio": 2}, gpu_facts=GPU_FACTS,
                                                fallback_weights_gb=1)
-    assert with_index["weights_source"].startswith("index /srv/models")
-    no_index = dict(CAPACITY, model={"index": None, "total_size_bytes": None})
+    assert with_index["weights_source"] == ("547.00 GB, metadata.total_size of "
+                                            "/srv/models/K/current/model.safetensors.index.json")
+    no_index = dict(CAPACITY, model={"index": None, "total_size_bytes": None,
+                                     "unreadable": ["/srv/models/K/current/model.safetensors.index.json: No such file "
+                                                    "or directory"]})
     fallback = hicache_filter.hicache_budget(no_index, {**KIMI, "hicache-ratio": 2}, gpu_facts=GPU_FACTS,
                                              fallback_weights_gb=547)
-    assert fallback["weights_source"] == "fallback 547 GB"
+    assert fallback["weights_source"] == ("no index readable (/srv/models/K/current/model.safetensors.index.json: No "
+                                          "such file or directory); using preflight_hicache_fallback_weights_gb=547")
     assert fallback["device_kv_bytes_per_rank"] == pytest.approx(with_index["device_kv_bytes_per_rank"])
 
 

@@ -104,9 +104,16 @@ def test_model_size_from_the_first_readable_index(tmp_path):
     good.write_text(json.dumps({"metadata": {"total_size": 547000000000}, "weight_map": {"a": "s1"}}))
     broken = tmp_path / "broken.json"
     broken.write_text("")
-    assert host_capacity.model_size([str(tmp_path / "missing.json"), str(broken), str(good)]) == {
-        "index": str(good), "total_size_bytes": 547000000000}
-    assert host_capacity.model_size([str(broken)]) == {"index": None, "total_size_bytes": None}
+    no_total = tmp_path / "no_total.json"
+    no_total.write_text(json.dumps({"weight_map": {"a": "s1"}}))
+    assert host_capacity.model_size([str(tmp_path / "missing.json"), str(broken), str(no_total), str(good)]) == {
+        "index": str(good), "total_size_bytes": 547000000000,
+        "unreadable": ["%s: No such file or directory" % (tmp_path / "missing.json"),
+                       "%s: not JSON (Expecting value: line 1 column 1 (char 0))" % broken,
+                       "%s: no metadata.total_size" % no_total]}
+    assert host_capacity.model_size([str(broken)]) == {
+        "index": None, "total_size_bytes": None,
+        "unreadable": ["%s: not JSON (Expecting value: line 1 column 1 (char 0))" % broken]}
 
 
 def test_module_reads_and_changes_nothing_in_check_mode(module_runner, tmp_path):
@@ -116,4 +123,4 @@ def test_module_reads_and_changes_nothing_in_check_mode(module_runner, tmp_path)
     assert result["memory"]["available_bytes"] > 0
     assert result["disks"][0]["checked_path"] == str(tmp_path)
     assert result["cpus"]["usable"] >= 1
-    assert result["model"] == {"index": None, "total_size_bytes": None}
+    assert result["model"] == {"index": None, "total_size_bytes": None, "unreadable": []}
