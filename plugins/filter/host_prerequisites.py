@@ -87,7 +87,7 @@ def dpkg_missing(dpkg_query_stdout, packages):
     config-files only, half-installed ...), in the given order."""
     status = {}
     for line in str(dpkg_query_stdout or "").splitlines():
-        name, _, state = line.partition("\t")
+        name, _sep, state = line.partition("\t")
         if name.strip():
             status[name.strip().split(":", 1)[0]] = state.strip()
     return [p for p in packages if status.get(p) != "installed"]
