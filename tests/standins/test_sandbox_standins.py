@@ -675,8 +675,10 @@ def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path, cuda13)
     house = tmp_path / "wheelhouse"
     fake_torch.build_torch_wheel(house)
     cached = cuda_wheels.cache_dir() / "wheels"
-    wheelhouse.download_pinned(cached, ["packaging==26.4"])  # the sandbox wheelhouse's pin, downloaded once
-    shutil.copy2(next(cached.glob("packaging-26.4-*.whl")), house)
+    # The sandbox wheelhouse's pins, downloaded once: packaging to build, and the ninja wheel the package requires.
+    wheelhouse.download_pinned(cached, ["packaging==26.4", *wheelhouse.RUNTIME_PINS])
+    for pin in ["packaging==26.4", *wheelhouse.RUNTIME_PINS]:
+        shutil.copy2(next(cached.glob("%s-%s-*.whl" % tuple(pin.split("==")))), house)
     co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     env = dict(os.environ, CUDA_HOME=str(cuda13), FLASHINFER_CUDA_ARCH_LIST="12.0f", PIP_DISABLE_PIP_VERSION_CHECK="1",
                PATH="/usr/bin:/bin")
