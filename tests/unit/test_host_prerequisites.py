@@ -10,15 +10,14 @@ import json
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import pytest
 import yaml
 
+from ansible_collections.blackwell.sglang.plugins.filter import host_prerequisites as hp
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "host_prerequisites"
-sys.path.insert(0, str(ROOT / "plugins" / "filter"))
-import host_prerequisites as hp  # noqa: E402
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "host_prerequisites" / "defaults" / "main.yml").read_text())
 MAP = DEFAULTS["host_prerequisites_distributions"]

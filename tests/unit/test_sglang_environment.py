@@ -1,14 +1,11 @@
 """The SGLang unit's environment (plugins/filter/sglang_environment.py): what FlashInfer's JIT and Triton's launcher
 build need on PATH and in CUDA_HOME, one derivation for the unit and the release probe, and what systemd can read."""
 
-import pathlib
-import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "plugins" / "filter"))
-import sglang_environment as se  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.filter import sglang_environment as se
 
 RUNTIME = {"home": "/var/lib/sglang", "cuda_home": "/usr/local/cuda-13.0", "environment": {}, "socket_ifname": ""}
 
