@@ -17,7 +17,7 @@ for the same reason:
 ``tests/sandbox/playbooks/sandbox_prepare.yml`` points the node's ``/etc/apt/sources.list.d/debian.sources`` here
 (``file:///srv/sandbox/debian-repo/``, ``Signed-By`` that keyring): the node installs from a local mirror as an
 air-gapped host would. ``ROOTS`` are host_prerequisites' packages (python3-venv, python3-dev, python3-apt,
-python3-debian, git, gcc: the bare node image lacks them all) and the roles' other packages; the closure is every package those
+python3-packaging, python3-debian, git, gcc: the bare node image lacks them all) and the roles' other packages; the closure is every package those
 need (Depends and Pre-Depends, recursively, no Recommends: the roles install without them), as resolved by the controller's apt -- the
 same Debian 12 release and mirror the node image is built from (tests/sandbox/image/build-image.sh).
 Idempotent: a stamp holds sha256(this file + the resolved file names); an unchanged closure is not rebuilt.

@@ -23,7 +23,7 @@ DEFAULTS = yaml.safe_load((ROOT / "roles" / "host_prerequisites" / "defaults" / 
 MAP = DEFAULTS["host_prerequisites_distributions"]
 FLOOR = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())["deployment_python_floor"]
 # What the issue found missing on stock images, each a step of the deploy that fails without it.
-NEEDED = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "gcc"}
+NEEDED = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "gcc", "python3-packaging"}
 
 
 def facts(name):
@@ -41,8 +41,9 @@ def test_each_supported_distribution_gets_every_prerequisite(fixture):
     result = plan(fact)
     assert result["problems"] == []
     assert set(result["packages"]) == NEEDED
-    # A router or monitoring host gets what every host needs (apt's library, venv), not the GPU node's build tools.
-    assert set(plan(fact, gpu_node=False)["packages"]) == {"python3-apt", "python3-venv"}
+    # A router or monitoring host gets what every host needs (apt's library, venv, the pip module's packaging), not
+    # the GPU node's build tools.
+    assert set(plan(fact, gpu_node=False)["packages"]) == {"python3-apt", "python3-venv", "python3-packaging"}
     # The map's python is the distribution's, and it reaches the floor the pinned SGLang needs.
     version = fact["ansible_python"]["version"]
     assert result["python"] == "%d.%d" % (version["major"], version["minor"])
@@ -77,7 +78,7 @@ def test_ubuntu_24_04_names_are_in_the_recorded_archive():
 
 
 def test_dpkg_missing_reads_dpkg_query():
-    wanted = ["python3-apt", "python3-venv", "python3-debian", "python3-dev", "gcc", "git"]
+    wanted = ["python3-apt", "python3-venv", "python3-packaging", "python3-debian", "python3-dev", "gcc", "git"]
     stdout = (FIXTURES / "dpkg-query-bare.txt").read_text()
     # git unknown to dpkg (only on stderr), gcc removed with its configuration left: both missing.
     assert hp.dpkg_missing(stdout, wanted) == wanted

@@ -13,7 +13,8 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IMAGE = ROOT / "tests" / "sandbox" / "image" / "packages.txt"
 FORBIDDEN = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "build-essential", "gcc", "g++",
-             "ninja-build", "make", "libpython3-dev", "python3.11-venv", "python3.11-dev", "python3-pip"}
+             "ninja-build", "make", "libpython3-dev", "python3.11-venv", "python3.11-dev", "python3-pip",
+             "python3-packaging", "python3-setuptools"}
 
 
 def image_packages():
