@@ -6,9 +6,10 @@ start-up checks (stdlib only). Each returns a list of messages, empty when the o
 (plugins/filter/sglang_argv.py) raise or report them with the parser's problems.
 
 ``sglang_option_rules`` (``model_family``, ``compute_capability`` arguments): Kimi models need
-``--tool-call-parser kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code``; on compute capability 12.x
-(SM120) ``trtllm_mla`` attention and DeepGEMM backends are refused; ``--api-key``/``--admin-api-key`` are
-refused because argv is world-readable.
+``--tool-call-parser kimi_k2 --reasoning-parser kimi_k2 --trust-remote-code`` (and, being MLA models, no
+``trtllm_mha``); on compute capability 12.x (SM120) the attention backends the pinned stack has no kernels for
+(``SM12X_ATTENTION_BACKENDS``: FA3, FlashMLA, CuteDSL MLA, trtllm MLA) and DeepGEMM backends are refused;
+``--api-key``/``--admin-api-key`` are refused because argv is world-readable.
 
 ``STARTUP_RULES`` / ``sglang_startup_rules``
     the checks SGLang 0.5.23 runs after argparse that a Kimi deployment can hit (HiCache vs radix cache, tp/nodes,
@@ -36,10 +37,47 @@ def model_family(options: dict, family: str | None = None) -> str:
 # Kimi K2 / K2.5: kimi_k2 for both parsers (``kimi`` is an older
 # reasoning-only format: wrong for K2/K2.5), and the model ships its own code (tokenizer) -> trust-remote-code.
 _KIMI_REQUIRED = (("tool-call-parser", "kimi_k2"), ("reasoning-parser", "kimi_k2"), ("trust-remote-code", True))
-# Options whose values fail on SM120 (compute capability 12.x): trtllm_mla kernels and DeepGEMM are built
-# for SM90/SM100 only; on RTX PRO 6000 Blackwell the MLA default is triton.
-_ATTENTION_OPTIONS = ("attention-backend", "decode-attention-backend", "prefill-attention-backend",
-                      "speculative-draft-attention-backend")
+# The options that pick an attention backend for the model's layers (one list of choices in SGLang 0.5.23:
+# srt/arg_groups/choices.py ATTENTION_BACKEND_CHOICES), the EAGLE draft's, and the vision tower's.
+_ATTENTION_OPTIONS = ("attention-backend", "decode-attention-backend", "prefill-attention-backend")
+_DRAFT_ATTENTION = ("speculative-draft-attention-backend",)
+_MM_ATTENTION = ("mm-attention-backend",)
+# Attention backends SGLang 0.5.23 offers that cannot run on compute capability 12.x (SM120, RTX PRO 6000
+# Blackwell) with the pinned kernels: (options, value, the wheel's own words for it, the wheel file that says them,
+# why, what to use instead). tests/contract/test_startup_rules.py finds each text in the cited file. On SM120 the MLA
+# default is triton (srt/arg_groups/model_override_base.py, get_default_attn_backend: fa3 on Hopper, flashinfer on
+# SM100, else triton) and the vision tower's triton_attn (srt/layers/attention/vision.py).
+SM12X_ATTENTION_BACKENDS = (
+    (_ATTENTION_OPTIONS + _DRAFT_ATTENTION, "fa3",
+     "FlashAttention v3 Backend requires SM>=80 and SM<=90", "srt/layers/attention/attention_registry.py",
+     "SGLang refuses it at start, and sglang-kernel 0.4.10's flash_ops (FA3) holds no sm_120 code",
+     "leave it unset (triton, SGLang's MLA default on SM120) or use triton"),
+    (_MM_ATTENTION, "fa3",
+     "The 'fa3' backend is not supported on Blackwell GPUs", "srt/layers/attention/vision.py",
+     "SGLang refuses it at start, and sglang-kernel 0.4.10's flash_ops (FA3) holds no sm_120 code",
+     "leave it unset (triton_attn on SM120) or use triton_attn"),
+    (_ATTENTION_OPTIONS, "flashmla",
+     "On SM120 (Blackwell Desktop / RTX PRO 6000) the flash_mla CUDA kernel is not available",
+     "kernels/ops/attention/flash_mla_sm120.py",
+     "SGLang does not check it, but its flash_mla kernels (sgl-flash-mla 1.0.0, sglang-kernel's flashmla_ops) are "
+     "built for SM90 and SM100 only",
+     "leave it unset (triton) or use triton"),
+    (_ATTENTION_OPTIONS, "cutedsl_mla",
+     "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100)", "srt/arg_groups/overrides.py",
+     "SGLang refuses it at start", "leave it unset (triton) or use triton"),
+    (_ATTENTION_OPTIONS, "tokenspeed_mla",
+     "CuteDSL MLA backend is only supported on Blackwell GPUs (SM100)", "srt/arg_groups/overrides.py",
+     "SGLang turns it into cutedsl_mla (srt/arg_groups/serving_hook.py) and refuses that at start",
+     "leave it unset (triton) or use triton"),
+    (_ATTENTION_OPTIONS, "trtllm_mla",
+     "TRTLLM MLA backend is only supported on Blackwell GPUs (SM100/SM12x)", "srt/arg_groups/overrides.py",
+     "SGLang's own check lets SM12x through, but its prefill runs trtllm-gen kernels that exist for SM100/SM103 only (\"Unsupported "
+     "architecture\" on RTX PRO 6000, sgl-project/sglang#24633) and its decode buffer is refused by FlashInfer's SM12x "
+     "XQA path", "leave it unset (triton) or use triton"),
+)
+# MLA models (Kimi K2/K2.5 are) cannot use trtllm_mha on any GPU: (value, the wheel's words, where).
+_MLA_REFUSED = (("trtllm_mha", "trtllm_mha backend can only be used with non-MLA models.",
+                 "srt/layers/attention/attention_registry.py"),)
 _DEEPGEMM_VALUES = {"fp8-gemm-backend": ("deep_gemm", "flashinfer_deepgemm"),
                     "moe-runner-backend": ("deep_gemm",),
                     "speculative-moe-runner-backend": ("deep_gemm",)}
@@ -63,14 +101,20 @@ def sglang_option_rules(options: dict, family: str | None = None, compute_capabi
             elif have != want:
                 older = "kimi is an older reasoning-only format, wrong for K2/K2.5; " if have == "kimi" else ""
                 errors.append(f"Kimi models need --{name} {want}, got {have!r}; {older}set {name}: {want}")
+        for value, text, where in _MLA_REFUSED:
+            for name in _ATTENTION_OPTIONS:
+                if opts.get(name) == value:
+                    errors.append(f"--{name} {value} cannot run a Kimi model: Kimi K2/K2.5 use MLA attention, which "
+                                  f"SGLang refuses for it (SGLang 0.5.23, {where}: \"{text}\"); leave it unset or "
+                                  f"use triton")
     cc = str(compute_capability or "").strip()
     if cc.split(".", maxsplit=1)[0] == "12":
         sm = "SM" + cc.replace(".", "")
-        for name in _ATTENTION_OPTIONS:
-            if opts.get(name) == "trtllm_mla":
-                errors.append(f"--{name} trtllm_mla fails on compute capability {cc} ({sm}, RTX PRO 6000 Blackwell): "
-                              f"its kernels are built for SM90/SM100 only; leave it unset (MLA defaults to triton) "
-                              f"or use triton")
+        for names, value, text, where, why, instead in SM12X_ATTENTION_BACKENDS:
+            for name in names:
+                if opts.get(name) == value:
+                    errors.append(f"--{name} {value} cannot run on compute capability {cc} ({sm}, RTX PRO 6000 "
+                                  f"Blackwell): {why} (SGLang 0.5.23, {where}: \"{text}\"); {instead}")
         for name, bad in _DEEPGEMM_VALUES.items():
             if opts.get(name) in bad:
                 errors.append(f"--{name} {opts[name]} uses DeepGEMM, which fails on compute capability {cc} ({sm}); "

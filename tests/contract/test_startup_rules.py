@@ -1,6 +1,7 @@
 """Contract: each start-up rule the product checks before the unit starts (plugins/module_utils/sglang_rules.py
 ``STARTUP_RULES``) is a rule the pinned SGLang 0.5.23 really enforces: its text is printed by the file cited.
 Skipped without .venv-sglang (tests/contract/install_real_sglang.sh)."""
+import json
 import pathlib
 
 import pytest
@@ -25,3 +26,23 @@ def test_the_rule_is_sglangs_own(index, rule):
     files = {place.split(":")[0] for _, places in fits for place in places}
     assert "srt/" + where.split()[0] in files, "%s: %r is not printed by %s (found in %s)" % (
         name, text, where, sorted(files))
+
+
+def _words(path):
+    with open(path, encoding="utf-8") as handle:
+        return " ".join(handle.read().split())
+
+
+@pytest.mark.parametrize("rule", sglang_rules.SM12X_ATTENTION_BACKENDS + tuple(
+    ((), value, text, where, "", "") for value, text, where in sglang_rules._MLA_REFUSED), ids=lambda r: r[1])
+def test_each_refused_attention_backend_cites_the_wheels_own_words(rule):
+    """The words each SM120 backend refusal quotes (and the MLA refusal of trtllm_mha) stand in the cited file of the
+    pinned wheel, and the value is one of that option's choices in the parser snapshot."""
+    names, value, text, where = rule[:4]
+    path = pathlib.Path(SGLANG) / where
+    assert path.is_file(), where
+    assert " ".join(text.split()) in _words(path), (value, where)
+    snapshot = json.loads((ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json").read_text())
+    choices = {s.lstrip("-"): a.get("choices") or [] for a in snapshot["actions"] for s in a["option_strings"]}
+    for name in names:  # the draft's option takes any string (no choices in the parser)
+        assert value in choices[name] or not choices[name], (name, value, choices[name])

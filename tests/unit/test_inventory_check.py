@@ -124,3 +124,13 @@ def test_facts_are_gathered_once_for_every_stage():
     assert set(gathering[0]["tags"]) == stage_tags and "always" not in gathering[0]["tags"]
     hosts = {h for p in plays[plays.index(gathering[0]) + 1:] for h in p["hosts"].split(":")}
     assert set(gathering[0]["hosts"].split(":")) == hosts
+
+
+def test_an_attention_backend_without_sm120_kernels_is_refused_before_any_host(tmp_path):
+    """FA3 on the RTX PRO 6000 (compute capability 12.0, deployment_compute_capability): refused by the inventory check
+    with the backend and what to use instead, no host contacted (none of this inventory's hosts can be reached)."""
+    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {"attention-backend": "fa3"}})
+    assert rc != 0
+    assert "--attention-backend fa3 cannot run on compute capability 12.0 (SM120" in out, out[-3000:]
+    assert "FlashAttention v3 Backend requires SM>=80 and SM<=90" in out and "use triton" in out
+    assert "unreachable=1" not in out and "UNREACHABLE" not in out

@@ -104,6 +104,37 @@ def test_sm120_refuses_trtllm_mla_and_deepgemm(name, value):
     assert f.sglang_argv({**KIMI, name: value}, V, compute_capability="9.0")
 
 
+@pytest.mark.parametrize("name, value, says", [
+    ("attention-backend", "fa3", "FlashAttention v3 Backend requires SM>=80 and SM<=90"),
+    ("prefill-attention-backend", "fa3", "flash_ops (FA3) holds no sm_120 code"),
+    ("speculative-draft-attention-backend", "fa3", "attention_registry.py"),
+    ("mm-attention-backend", "fa3", "The 'fa3' backend is not supported on Blackwell GPUs"),
+    ("attention-backend", "flashmla", "built for SM90 and SM100 only"),
+    ("decode-attention-backend", "flashmla", "flash_mla CUDA kernel is not available"),
+    ("attention-backend", "cutedsl_mla", "only supported on Blackwell GPUs (SM100)"),
+    ("decode-attention-backend", "tokenspeed_mla", "turns it into cutedsl_mla"),
+    ("prefill-attention-backend", "trtllm_mla", "sgl-project/sglang#24633"),
+])
+def test_sm120_refuses_attention_backends_without_sm120_kernels(name, value, says):
+    errors = f.sglang_argv_errors({**KIMI, name: value}, V, compute_capability="12.0")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("--%s %s cannot run on compute capability 12.0 (SM120" % (name, value)), errors
+    assert says in errors[0] and "use triton" in errors[0], errors
+    # Hopper (9.0) may use them; a backend that runs on SM120 passes there.
+    assert f.sglang_argv_errors({**KIMI, name: value}, V, compute_capability="9.0") == []
+    assert f.sglang_argv_errors({**KIMI, name: "triton" if name != "mm-attention-backend" else "triton_attn"}, V,
+                                compute_capability="12.0") == []
+
+
+def test_mla_models_refuse_trtllm_mha_on_any_gpu_but_the_draft_may_use_it():
+    for cc in ("12.0", "9.0"):
+        errors = f.sglang_argv_errors({**KIMI, "attention-backend": "trtllm_mha"}, V, compute_capability=cc)
+        assert len(errors) == 1 and "trtllm_mha backend can only be used with non-MLA models." in errors[0], errors
+    # An EAGLE-3 draft is a Llama-architecture (MHA) model: trtllm_mha runs on SM120 (fmha_v2 prefill, XQA decode).
+    assert rules.sglang_option_rules({**KIMI, "speculative-draft-attention-backend": "trtllm_mha"},
+                                     compute_capability="12.0") == []
+
+
 def test_api_key_in_argv_is_refused():
     errors = f.sglang_argv_errors({**KIMI, "api-key": "sk-secret"}, V, compute_capability="12.0")
     assert len(errors) == 1 and errors[0].startswith("--api-key would put a secret in argv")
