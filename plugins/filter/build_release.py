@@ -9,6 +9,9 @@
 ``build_constraints``
     the inventory's pins + the pins the role needs -> ``constraints.txt`` for ``pip -c`` (a name pinned twice
     differently is refused).
+``installed_stack``
+    ``pip freeze`` of a release + its constraints.txt -> {distribution: installed version} for every pinned one and
+    sglang (what release.json records; null for one that is not installed).
 ``prune_selection``
     ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
     delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
@@ -66,6 +69,30 @@ def build_constraints(pins, required=None) -> str:
         seen[name] = pin
         lines.append(pin)
     return "".join(line + "\n" for line in lines)
+
+
+def installed_stack(freeze: str, constraints: str, also=("sglang",)) -> dict:
+    """Return {name: version} from ``pip freeze`` output for the distributions pinned in ``constraints`` (the text of
+    constraints.txt) and those in ``also``, named as pinned; a direct-reference line ("name @ file:///...") gives its
+    reference, a distribution not installed gives None."""
+    installed = {}
+    for line in str(freeze or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if " @ " in line:
+            name, _sep, ref = line.partition(" @ ")
+            installed[_canonical(name.strip())] = ref.strip()
+        elif "==" in line:
+            name, _sep, version = line.partition("==")
+            installed[_canonical(name.strip())] = version.strip()
+    names = []
+    for pin in str(constraints or "").splitlines():
+        match = _PIN.match(pin)
+        if match:
+            names.append(match.group(1))
+    names += [name for name in also or () if _canonical(name) not in {_canonical(n) for n in names}]
+    return {name: installed.get(_canonical(name)) for name in names}
 
 
 def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -> list[str]:
@@ -127,5 +154,6 @@ class FilterModule:
         return {
             "release_fingerprint": release_fingerprint,
             "build_constraints": build_constraints,
+            "installed_stack": installed_stack,
             "prune_selection": prune_selection,
         }

@@ -9,6 +9,8 @@
     ``dpkg-query -W -f='${Package}\\t${db:Status-Status}\\n'`` output + the wanted packages -> those not installed.
 ``python_floor_problems``
     an interpreter's ``major.minor`` + the floor -> the problem naming it and the way out, or none.
+``rust_toolchain_problems``
+    ``rustc --version`` and ``cargo --version`` + the rustc the source build needs -> the problem, or none.
 ``device_access_problems``
     the GPU device files under /dev (``ansible.builtin.find``) + the service user and its groups -> errors, warnings.
 """
@@ -26,7 +28,8 @@ description:
     deployment needs plus, for a GPU node, those a GPU node needs.
   - A distribution missing from the map is a problem that names the supported ones.
   - The other filters of this file are C(dpkg_missing) (which of the wanted packages dpkg does not list as installed)
-    and C(python_floor_problems) (an interpreter older than the pinned SGLang's Requires-Python).
+    and C(python_floor_problems) (an interpreter older than the pinned SGLang's Requires-Python), and
+    C(rust_toolchain_problems) (the source method without the Rust toolchain SGLang's own build needs).
 options:
   _input:
     description: The distribution map (name -> C(python), C(packages.all), C(packages.gpu_node)).
@@ -114,6 +117,35 @@ def python_floor_problems(version, floor, interpreter, variable="sglang_build_py
                floor)]
 
 
+def rust_toolchain_problems(rustc, cargo, minimum, reason=""):
+    """[] when the source build's Rust toolchain is there: ``rustc`` and ``cargo`` are what ``rustc --version`` and
+    ``cargo --version`` printed (the command results: ``rc`` and ``stdout``) and rustc reaches ``minimum``; else one
+    problem naming what was found, what is needed and the ways out. ``minimum`` "" means the source needs no Rust."""
+    if not str(minimum or "").strip():
+        return []
+    found = []
+    version = None
+    for name, result in (("rustc", rustc), ("cargo", cargo)):
+        result = result or {}
+        text = str(result.get("stdout") or "").strip()
+        if result.get("rc", 1) != 0 or not text:
+            found.append("no %s on PATH" % name)
+            continue
+        found.append(text.splitlines()[0])
+        if name == "rustc":
+            parts = text.split()
+            version = parts[1].split("-")[0] if len(parts) > 1 else None
+    if version and all(part.isdigit() for part in version.split(".")) and \
+            tuple(int(x) for x in version.split(".")) >= tuple(int(x) for x in str(minimum).split(".")) and \
+            not any(item.startswith("no ") for item in found):
+        return []
+    return ["sglang_build_method is source%s: it needs rustc >= %s with cargo on PATH, and found %s. Install a newer "
+            "toolchain (Debian 12: apt-get install rustc-web cargo-web, from bookworm-security; Ubuntu 24.04: a "
+            "versioned rustc-1.9x and cargo-1.9x with their bin directory on PATH; or rustup), and let the build reach "
+            "crates.io or vendor its crates; or use sglang_build_method: wheel (prebuilt, no Rust needed)"
+            % ((" (" + reason + ")") if reason else "", minimum, "; ".join(found))]
+
+
 # The device files a CUDA process opens (the driver's /dev/nvidiactl, one /dev/nvidia<N> per GPU, and /dev/nvidia-uvm,
 # which CUDA needs for its unified memory): the NVIDIA driver creates them with NVreg_DeviceFileMode (0666 by default)
 # and NVreg_DeviceFileGID; a site that sets 0660 and a group must give the service user that group.
@@ -181,5 +213,6 @@ class FilterModule:
             "host_prerequisites_plan": host_prerequisites_plan,
             "dpkg_missing": dpkg_missing,
             "python_floor_problems": python_floor_problems,
+            "rust_toolchain_problems": rust_toolchain_problems,
             "device_access_problems": device_access_problems,
         }

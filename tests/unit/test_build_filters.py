@@ -116,6 +116,21 @@ def test_constraints_put_required_pins_first_and_refuse_conflicts():
     assert release.build_constraints([]) == ""
 
 
+def test_installed_stack_names_each_pinned_distribution_and_sglang_as_pip_freeze_has_them():
+    constraints = "torch==2.14.1\nflashinfer-python==0.7.2\nsglang-kernel==0.4.10\ntriton==3.8.0\n"
+    freeze = ("Flask==3.1.0\nflashinfer_python==0.7.2\nsglang==0.5.23\nsglang-kernel==0.4.10\n"
+              "torch==2.14.1\nnvidia-nccl-cu13==2.30.7\n")
+    assert release.installed_stack(freeze, constraints) == {
+        "torch": "2.14.1", "flashinfer-python": "0.7.2", "sglang-kernel": "0.4.10", "triton": None,
+        "sglang": "0.5.23"}
+
+
+def test_installed_stack_keeps_a_direct_reference_and_ignores_comments():
+    freeze = "# Editable install\nsglang @ file:///opt/sglang/releases/r1/src/sglang/python\ntorch==2.14.1\n"
+    assert release.installed_stack(freeze, "torch==2.14.1\n") == {
+        "torch": "2.14.1", "sglang": "file:///opt/sglang/releases/r1/src/sglang/python"}
+
+
 def test_patch_failure_names_the_first_patch_that_did_not_apply():
     results = [
         {"rc": 0, "item": {"name": "0001-ok.patch", "index": 1, "path": "/p/0001-ok.patch"}},

@@ -120,3 +120,28 @@ def test_missing_device_files_only_warn():
     assert hp.device_access_problems([], "sglang", ["sglang"])["warnings"][0].startswith("no /dev/nvidia* device files")
     result = hp.device_access_problems([_dev("nvidiactl"), _dev("nvidia0")], "sglang", ["sglang"])
     assert result["errors"] == [] and result["warnings"][0].startswith("no /dev/nvidia-uvm yet")
+
+
+def _ran(stdout, rc=0):
+    return {"rc": rc, "stdout": stdout}
+
+
+def test_a_source_build_without_a_new_enough_rust_is_refused_naming_what_was_found():
+    """Debian 12's own rustc is 1.63 (rustc-web 1.85+ comes from bookworm-security); SGLang 0.5.23's rust/ workspace is
+    edition 2024, which needs 1.85."""
+    problem, = hp.rust_toolchain_problems(_ran("rustc 1.63.0"), _ran("cargo 0.66.0"), "1.85",
+                                          reason="SGLang 0.5.23's setup.py builds its Rust extensions")
+    assert problem.startswith("sglang_build_method is source (SGLang 0.5.23's setup.py builds its Rust extensions): "
+                              "it needs rustc >= 1.85 with cargo on PATH, and found rustc 1.63.0; cargo 0.66.0.")
+    assert "rustc-web cargo-web" in problem and "sglang_build_method: wheel" in problem
+    problem, = hp.rust_toolchain_problems(_ran("", rc=2), _ran("", rc=2), "1.85")
+    assert "found no rustc on PATH; no cargo on PATH" in problem
+    problem, = hp.rust_toolchain_problems(_ran("rustc 1.96.0 (17067e9ac 2026-05-01)"), _ran("", rc=2), "1.85")
+    assert "no cargo on PATH" in problem  # a rustc alone does not build: setuptools-rust runs cargo
+
+
+def test_a_new_enough_rust_or_a_source_without_rust_passes():
+    assert hp.rust_toolchain_problems(_ran("rustc 1.96.0 (17067e9ac 2026-05-01)"), _ran("cargo 1.96.0"), "1.85") == []
+    assert hp.rust_toolchain_problems(_ran("rustc 1.85.0-nightly"), _ran("cargo 1.85.0"), "1.85") == []
+    assert hp.rust_toolchain_problems(_ran("", rc=2), _ran("", rc=2), "") == []  # the source needs no Rust
+

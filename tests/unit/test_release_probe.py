@@ -32,7 +32,7 @@ _spec.loader.exec_module(release_probe)
 @pytest.fixture
 def site(tmp_path):
     """A fake site-packages + GPU state; returns run(flashinfer_archs=..., torch_archs=..., gpus=..., args=...)."""
-    lib = tmp_path / "lib"
+    lib = tmp_path / "site-packages"
     fake_torch.write_package(lib)
     (lib / "sglang").mkdir()
     (lib / "sglang" / "__init__.py").write_text('__version__ = "0.5.23"\n')
@@ -247,10 +247,27 @@ def test_ptx_only_for_sm120_is_refused(site, objects):
 @needs_gxx
 def test_sass_with_extra_ptx_passes_and_arch_specific_sass_counts(site, objects):
     rc, out, err = site(args=_cuobjdump_args(objects), dists={
-        "sglang-kernel": {"sgl_kernel/sm90/common_ops.so": objects["sm90"],  # per-arch variants: judged as a whole
+        "sglang-kernel": {"sgl_kernel/sm90/common_ops.so": objects["sm90"],  # the Hopper build: not loaded on 12.x
                           "sgl_kernel/sm100/common_ops.so": objects["sm120a_ptx90"]}})
     assert rc == 0, err
     assert sorted(v["sass"][0] for v in out["kernel_objects"]["sglang-kernel"].values()) == ["sm_120a", "sm_90"]
+    report = out["kernel_report"]["sglang-kernel"]
+    assert report["with_sm_120"] == ["sgl_kernel/sm100/common_ops"]
+    assert report["unloaded_sm_120"]["sgl_kernel/sm90/common_ops"].startswith("the Hopper build of common_ops")
+
+
+@needs_gxx
+def test_an_object_without_sm120_is_refused_even_beside_one_with_it(site, objects):
+    """Each object on its own: a distribution's other objects holding sm_120 do not cover one that lacks it, unless
+    nothing loads it on the GPU (release_probe.UNLOADED_OBJECTS)."""
+    rc, out, err = site(args=_cuobjdump_args(objects), dists={
+        "sglang-kernel": {"sgl_kernel/sm100/common_ops.so": objects["sm120f"],
+                          "sgl_kernel/moe_ops.so": objects["sm90"],
+                          "sgl_kernel/flash_ops.so": objects["sm90a"]}})  # FA3: nothing loads it on 12.x
+    assert rc == 1
+    assert "sglang-kernel: no sm_120 code: found sm_90 (moe_ops.so)" in err
+    assert "flash_ops" not in err
+    assert sorted(out["kernel_report"]["sglang-kernel"]["unloaded_sm_120"]) == ["sgl_kernel/flash_ops"]
 
 
 @needs_gxx

@@ -25,8 +25,9 @@ and the wheel method are read alike) is listed with ``cuobjdump --list-elf --lis
 
 A distribution that ships device code but no SASS for a wanted capability makes the probe fail with
 "<dist>: no sm_120 code: found sm_90 (<files>)"; no device code in any of them fails too (a release must prove
-its kernels). One distribution may ship per-arch variants (sglang-kernel's sm90/ and sm100/ libraries): it is
-judged as a whole.
+its kernels). Each object is judged on its own, except those nothing loads on the GPU (``UNLOADED_OBJECTS``:
+sglang-kernel's FA3 ``flash_ops`` and ``flashmla_ops``, and its Hopper ``sm90/common_ops`` on 12.x): ``kernel_report``
+names, per distribution, the objects with SASS for each capability and those left out, with why.
 
 The toolchain the unit's processes compile with at run time (``--toolchain-only`` checks just this; the service runs
 it before it writes a changed unit). The probe runs as the unit would (its user, its environment file: see
@@ -58,6 +59,21 @@ import sysconfig
 import tempfile
 
 KERNEL_DISTRIBUTIONS = ("flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache", "sglang", "sglang-kernel")
+
+# Objects a release may ship without SASS for a compute capability, because nothing loads them there: (distribution,
+# object path under site-packages without its extension suffix, capability major) -> why. Read from sglang-kernel
+# 0.4.10 (tests/contract/test_real_kernels.py checks each against the wheel: the SASS it holds and the lines quoted).
+UNLOADED_OBJECTS = {
+    ("sglang-kernel", "sgl_kernel/flash_ops", 12):
+        "FA3, loaded only by sgl_kernel.flash_attn ('from sgl_kernel import flash_ops') for --attention-backend fa3, "
+        "which the inventory check refuses for compute capability 12.x",
+    ("sglang-kernel", "sgl_kernel/flashmla_ops", 12):
+        "FlashMLA, loaded only by sgl_kernel.flash_mla ('from sgl_kernel import flashmla_ops') for --attention-backend "
+        "flashmla, which the inventory check refuses for compute capability 12.x",
+    ("sglang-kernel", "sgl_kernel/sm90/common_ops", 12):
+        "the Hopper build of common_ops: sgl_kernel/load_utils.py loads sm90/ only for compute capability 9.0 and "
+        "sm100/ for every other",
+}
 
 
 def _cap_tuple(cap):
@@ -178,27 +194,67 @@ def kernel_code(cuobjdump, distributions=KERNEL_DISTRIBUTIONS, files_of=_distrib
     return found
 
 
+def _object_key(path):
+    """An object's path under site-packages without its extension suffix: ".../site-packages/sgl_kernel/sm90/
+    common_ops.abi3.so" -> "sgl_kernel/sm90/common_ops" (outside a site-packages: its last two directories)."""
+    parts = [p for p in str(path).replace(os.sep, "/").split("/") if p]
+    roots = [i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")]
+    parts = parts[roots[-1] + 1:] if roots else parts[-3:]
+    return "/".join(parts[:-1] + [parts[-1].split(".")[0]])
+
+
+def unloaded_reason(distribution, path, cap):
+    """Why ``path`` of ``distribution`` may lack SASS for ``cap`` (nothing loads it there), or None."""
+    key = _object_key(path)
+    major = _cap_tuple(cap)[0]
+    for (dist, obj, cap_major), why in UNLOADED_OBJECTS.items():
+        if dist == distribution and cap_major == major and (key == obj or key.endswith("/" + obj)):
+            return why
+    return None
+
+
+def object_report(code, capabilities):
+    """{distribution: {"with_<sm>": [object keys with SASS for it], "unloaded_<sm>": {object key: why}}} per wanted
+    capability: which real objects carry the GPUs' code, and which lack it because nothing loads them there."""
+    report = {}
+    for name, entry in code.items():
+        if not entry["objects"]:
+            continue
+        item = report.setdefault(name, {})
+        for cap in capabilities:
+            want = sm_name(cap)
+            item["with_" + want] = sorted(_object_key(p) for p, o in entry["objects"].items()
+                                         if any(arch_covers(a, cap) for a in o["sass"]))
+            unloaded = {_object_key(p): unloaded_reason(name, p, cap) for p, o in entry["objects"].items()
+                        if not any(arch_covers(a, cap) for a in o["sass"]) and unloaded_reason(name, p, cap)}
+            if unloaded:
+                item["unloaded_" + want] = unloaded
+    return report
+
+
 def sass_problems(code, capabilities):
-    """Problems for ``kernel_code()``'s result: a distribution with device code lacking SASS for a capability
-    (PTX does not count), or no device code in any distribution at all."""
+    """Problems for ``kernel_code()``'s result: an object lacking SASS for a capability (PTX does not count) unless
+    nothing loads it there (UNLOADED_OBJECTS), or no device code in any distribution at all."""
     problems = []
     for name, entry in code.items():
         objects = entry["objects"]
         if not objects:
             continue
-        sass = sorted({a for o in objects.values() for a in o["sass"]}, key=_arch_sort)
-        ptx = sorted({a for o in objects.values() for a in o["ptx"]}, key=_arch_sort)
-        files = ", ".join(sorted(os.path.basename(p) for p in objects))
         for cap in capabilities:
-            if any(arch_covers(a, cap) for a in sass):
+            lacking = {p: o for p, o in objects.items()
+                       if not any(arch_covers(a, cap) for a in o["sass"]) and not unloaded_reason(name, p, cap)}
+            if not lacking:
                 continue
+            sass = sorted({a for o in lacking.values() for a in o["sass"]}, key=_arch_sort)
+            ptx = sorted({a for o in lacking.values() for a in o["ptx"]}, key=_arch_sort)
+            files = ", ".join(sorted(os.path.basename(p) for p in lacking))
             want = sm_name(cap)
             if ptx:
                 problems.append("%s: no %s code: found %s; PTX %s is refused (the driver would JIT-compile it at "
                                 "every cold start; build SASS for %s) (%s)"
                                 % (name, want, ", ".join(sass) or "no SASS", ", ".join(ptx), cap, files))
             else:
-                problems.append("%s: no %s code: found %s (%s)" % (name, want, ", ".join(sass), files))
+                problems.append("%s: no %s code: found %s (%s)" % (name, want, ", ".join(sass) or "no SASS", files))
     if not any(entry["objects"] for entry in code.values()):
         problems.append("no %s code: none of %s ships CUDA objects (.so/.cubin with device code)"
                         % (", ".join(sm_name(c) for c in capabilities), ", ".join(sorted(code)) or "the kernel packages"))
@@ -412,6 +468,7 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=Non
         else:
             code = kernel_code(cuobjdump, kernel_distributions)
             result["kernel_objects"] = {name: entry["objects"] for name, entry in code.items()}
+            result["kernel_report"] = object_report(code, wanted)
             unreadable = {path: msg for entry in code.values() for path, msg in entry["unreadable"].items()}
             if unreadable:
                 result["kernel_objects_unreadable"] = unreadable
