@@ -223,8 +223,8 @@ def object_report(code, capabilities):
         item = report.setdefault(name, {})
         for cap in capabilities:
             want = sm_name(cap)
-            item["with_" + want] = sorted(_object_key(p) for p, o in entry["objects"].items()
-                                         if any(arch_covers(a, cap) for a in o["sass"]))
+            covered = [p for p, o in entry["objects"].items() if any(arch_covers(a, cap) for a in o["sass"])]
+            item["with_" + want] = sorted(_object_key(p) for p in covered)
             unloaded = {_object_key(p): unloaded_reason(name, p, cap) for p, o in entry["objects"].items()
                         if not any(arch_covers(a, cap) for a in o["sass"]) and unloaded_reason(name, p, cap)}
             if unloaded:
