@@ -213,6 +213,22 @@ def unloaded_reason(distribution, path, cap):
     return None
 
 
+def _judge(name, objects, cap):
+    """Split one distribution's ``objects`` for ``cap``: (paths with SASS for it, {path: why} of those without it that
+    nothing loads there, {path: archs} of those without it that count)."""
+    covered, unloaded, lacking = [], {}, {}
+    for path, archs in objects.items():
+        if any(arch_covers(a, cap) for a in archs["sass"]):
+            covered.append(path)
+            continue
+        why = unloaded_reason(name, path, cap)
+        if why:
+            unloaded[path] = why
+        else:
+            lacking[path] = archs
+    return covered, unloaded, lacking
+
+
 def object_report(code, capabilities):
     """{distribution: {"with_<sm>": [object keys with SASS for it], "unloaded_<sm>": {object key: why}}} per wanted
     capability: which real objects carry the GPUs' code, and which lack it because nothing loads them there."""
@@ -223,12 +239,10 @@ def object_report(code, capabilities):
         item = report.setdefault(name, {})
         for cap in capabilities:
             want = sm_name(cap)
-            covered = [p for p, o in entry["objects"].items() if any(arch_covers(a, cap) for a in o["sass"])]
+            covered, unloaded, _lacking = _judge(name, entry["objects"], cap)
             item["with_" + want] = sorted(_object_key(p) for p in covered)
-            unloaded = {_object_key(p): unloaded_reason(name, p, cap) for p, o in entry["objects"].items()
-                        if not any(arch_covers(a, cap) for a in o["sass"]) and unloaded_reason(name, p, cap)}
             if unloaded:
-                item["unloaded_" + want] = unloaded
+                item["unloaded_" + want] = {_object_key(p): why for p, why in unloaded.items()}
     return report
 
 
@@ -241,8 +255,7 @@ def sass_problems(code, capabilities):
         if not objects:
             continue
         for cap in capabilities:
-            lacking = {p: o for p, o in objects.items()
-                       if not any(arch_covers(a, cap) for a in o["sass"]) and not unloaded_reason(name, p, cap)}
+            _covered, _unloaded, lacking = _judge(name, objects, cap)
             if not lacking:
                 continue
             sass = sorted({a for o in lacking.values() for a in o["sass"]}, key=_arch_sort)
