@@ -12,6 +12,10 @@
 ``installed_stack``
     ``pip freeze`` of a release + its constraints.txt -> {distribution: installed version} for every pinned one and
     sglang (what release.json records; null for one that is not installed).
+``release_install_command``
+    the release, its installer (uv or pip), index arguments and requirements -> the one shell command that installs
+    torch (from its own index when one is set) and then FlashInfer and SGLang into the release venv, held to
+    constraints.txt, logging to build.log (every word quoted here, not in a template).
 ``prune_selection``
     ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
     delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
@@ -23,8 +27,12 @@ import hashlib
 import json
 import os
 import re
+import shlex
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.filter.build_host import priority_prefix
+
+INSTALLERS = ("uv", "pip")
 
 
 def release_fingerprint(inputs: dict, length: int = 16) -> str:
@@ -149,6 +157,49 @@ def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -
     return [name for _m, name in sorted(doomed)]
 
 
+def _install_argv(spec: dict, index_args, requirements) -> list:
+    """One installer run into the release venv, held to its constraints.txt."""
+    release = spec["release"]
+    python = "%s/venv/bin/python" % release
+    constraints = ["-c", "%s/constraints.txt" % release]
+    if spec["installer"] == "pip":
+        return [python, "-m", "pip", "install", "--disable-pip-version-check", *index_args, *constraints, *requirements]
+    # uv: no user or project uv.toml changes what a release holds (--no-config); its cache lies on the releases'
+    # filesystem so every file a release shares with another is a hardlink into it, not a copy.
+    argv = [spec["uv"], "pip", "install", "--no-config", "--python", python, "--cache-dir", spec["cache_dir"],
+            "--link-mode", "hardlink"]
+    if spec.get("compile_bytecode", True):
+        argv.append("--compile-bytecode")
+    return argv + [*index_args, *constraints, *requirements]
+
+
+def release_install_command(spec: dict) -> str:
+    """The shell command that installs a release's packages and logs to ``<release>/build.log``.
+
+    ``spec``: ``release`` (its directory, holding venv/ and constraints.txt), ``installer`` (``uv`` or ``pip``),
+    ``uv`` (uv's path) and ``cache_dir`` (uv's cache, on the releases' filesystem) and ``compile_bytecode`` for uv,
+    ``pip_args`` (index or wheelhouse arguments, e.g. ``[--no-index, --find-links, DIR]``), ``requirements`` (FlashInfer's
+    then SGLang's), ``torch`` (``version``, ``index_url``: when set torch is installed first from that index alone, with
+    ``pip_args`` of its own) and ``nice`` (0-19). Both installers take the same index arguments."""
+    installer = spec.get("installer")
+    if installer not in INSTALLERS:
+        raise AnsibleFilterError("release_install_command: installer must be one of %s, got %r"
+                                 % (", ".join(INSTALLERS), installer))
+    missing = [key for key in ("release", "requirements") + (("uv", "cache_dir") if installer == "uv" else ())
+               if not spec.get(key)]
+    if missing:
+        raise AnsibleFilterError("release_install_command: %s missing for the %s installer" % (", ".join(missing), installer))
+    prefix = priority_prefix(spec.get("nice", 0))
+    torch = spec.get("torch") or {}
+    runs = []
+    if torch.get("index_url"):
+        runs.append(_install_argv(spec, ["--index-url", torch["index_url"], *(torch.get("pip_args") or [])],
+                                  ["torch==%s" % torch["version"]]))
+    runs.append(_install_argv(spec, list(spec.get("pip_args") or []), [r for r in spec["requirements"] if r]))
+    body = " && ".join(prefix + shlex.join(str(word) for word in argv) for argv in runs)
+    return "{ set -o pipefail; %s; } > %s 2>&1" % (body, shlex.quote("%s/build.log" % spec["release"]))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -156,4 +207,5 @@ class FilterModule:
             "build_constraints": build_constraints,
             "installed_stack": installed_stack,
             "prune_selection": prune_selection,
+            "release_install_command": release_install_command,
         }

@@ -17,6 +17,18 @@ PINS = ("setuptools==80.9.0", "wheel==0.45.1")
 # The run-time requirements of the stand-in FlashInfer that the real wheel has too and the node needs for real: ninja
 # (flashinfer-python 0.7.2 Requires-Dist: ninja; its JIT runs `ninja` from the release venv's bin/).
 RUNTIME_PINS = ("ninja==1.13.0",)
+
+
+def _role_default(role: str, name: str) -> str:
+    """A pin as the role's defaults set it (its one place)."""
+    import yaml  # the controller venv's PyYAML (requirements.txt)
+
+    roles = Path(__file__).resolve().parents[2] / "roles"
+    return yaml.safe_load((roles / role / "defaults" / "main.yml").read_text())[name]
+
+
+# The releases' installer (sglang_build_installer uv): the role installs uv==sglang_build_uv_version with pip.
+INSTALLER_PINS = ("uv==%s" % _role_default("sglang_build", "sglang_build_uv_version"),)
 # model_stage source hf: the staging venv's pinned huggingface_hub + hf_xet and their dependencies (Linux x86_64,
 # CPython 3.11 as on the node), so the role can install them with --no-index --find-links in the sandbox.
 HF_PINS = (
@@ -58,9 +70,9 @@ def download_pinned(out: Path, pins) -> list[str]:
 
 
 def build_wheelhouse(out: Path) -> list[str]:
-    """The build backends, the stand-in FlashInfer's real run-time requirements and the hf staging venv's closure
-    (PINS + RUNTIME_PINS + HF_PINS) in ``out``."""
-    return download_pinned(out, PINS + RUNTIME_PINS + HF_PINS)
+    """The build backends, the stand-in FlashInfer's real run-time requirements, the hf staging venv's closure
+    (PINS + RUNTIME_PINS + HF_PINS) and the releases' installer (INSTALLER_PINS) in ``out``."""
+    return download_pinned(out, PINS + RUNTIME_PINS + INSTALLER_PINS + HF_PINS)
 
 
 def build_router_wheelhouse(out: Path, lock: Path) -> list[str]:

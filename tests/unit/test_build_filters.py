@@ -2,6 +2,8 @@
 (build_host), patch series (build_patches), release fingerprints, constraints and pruning (build_release)."""
 
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -201,3 +203,55 @@ def test_priority_prefix_lowers_cpu_and_io_priority_only_when_asked(nice, prefix
 def test_priority_prefix_refuses_a_niceness_out_of_range(nice, words):
     with pytest.raises(AnsibleFilterError, match=words):
         host.priority_prefix(nice)
+
+
+def _install_spec(**over):
+    spec = {"release": "/opt/sglang/releases/0123456789abcdef", "installer": "uv", "uv": "/opt/sglang/tools/uv/bin/uv",
+            "cache_dir": "/opt/sglang/releases/.package-cache", "compile_bytecode": True, "nice": 0,
+            "pip_args": ["--find-links", "/srv/wheel house"],
+            "torch": {"version": "2.14.1", "index_url": "", "pip_args": []},
+            "requirements": ["flashinfer-python==0.7.2", "sglang==0.5.23"]}
+    spec.update(over)
+    return spec
+
+
+def _runs(command):
+    import shlex
+    assert command.startswith("{ set -o pipefail; ") and command.endswith(
+        "; } > /opt/sglang/releases/0123456789abcdef/build.log 2>&1")
+    body = command[len("{ set -o pipefail; "):-len("; } > /opt/sglang/releases/0123456789abcdef/build.log 2>&1")]
+    return [shlex.split(run) for run in body.split(" && ")]
+
+
+def test_uv_install_hardlinks_from_its_cache_into_the_release_venv_held_to_constraints():
+    (argv,) = _runs(release.release_install_command(_install_spec()))
+    assert argv == ["/opt/sglang/tools/uv/bin/uv", "pip", "install", "--no-config",
+                    "--python", "/opt/sglang/releases/0123456789abcdef/venv/bin/python",
+                    "--cache-dir", "/opt/sglang/releases/.package-cache", "--link-mode", "hardlink", "--compile-bytecode",
+                    "--find-links", "/srv/wheel house", "-c", "/opt/sglang/releases/0123456789abcdef/constraints.txt",
+                    "flashinfer-python==0.7.2", "sglang==0.5.23"]
+    (argv,) = _runs(release.release_install_command(_install_spec(compile_bytecode=False)))
+    assert "--compile-bytecode" not in argv
+
+
+def test_pip_install_and_a_torch_index_and_priority():
+    spec = _install_spec(installer="pip", nice=10, requirements=["", "sglang==0.5.23"],
+                         torch={"version": "2.14.1", "index_url": "https://mirror/whl/cu130", "pip_args": ["--no-cache-dir"]})
+    torch, rest = _runs(release.release_install_command(spec))
+    python = "/opt/sglang/releases/0123456789abcdef/venv/bin/python"
+    constraints = ["-c", "/opt/sglang/releases/0123456789abcdef/constraints.txt"]
+    prefix = ["nice", "-n", "10", "ionice", "-c", "3"]
+    assert torch == prefix + [python, "-m", "pip", "install", "--disable-pip-version-check",
+                              "--index-url", "https://mirror/whl/cu130", "--no-cache-dir", *constraints, "torch==2.14.1"]
+    assert rest == prefix + [python, "-m", "pip", "install", "--disable-pip-version-check",
+                             "--find-links", "/srv/wheel house", *constraints, "sglang==0.5.23"]
+
+
+@pytest.mark.parametrize("over, words", [
+    ({"installer": "conda"}, "installer must be one of uv, pip, got 'conda'"),
+    ({"uv": "", "cache_dir": ""}, "uv, cache_dir missing for the uv installer"),
+    ({"requirements": []}, "requirements missing"),
+])
+def test_install_command_refuses_what_it_cannot_run(over, words):
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        release.release_install_command(_install_spec(**over))
