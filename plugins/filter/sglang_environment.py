@@ -17,6 +17,13 @@ What the unit's processes need from it, read in the pinned wheels:
 * FlashInfer finds nvcc through ``CUDA_HOME`` (or ``CUDA_PATH``), else ``which nvcc``, else ``/usr/local/cuda``
   (``get_cuda_path``): ``CUDA_HOME`` is the toolkit the release was built for, and its ``bin`` is on ``PATH`` too.
 * Triton 3.8.0 compiles its launcher with ``CC`` or the ``gcc`` on ``PATH`` (``triton/runtime/build.py``).
+* FlashInfer's JIT cache is ``$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<archs>/cached_ops``
+  (``flashinfer/jit/env.py``): ``<release>/flashinfer``, the release's own, which its build warms before the release
+  goes live (a rollback finds the kernels of the release it returns to). ``<archs>`` comes from
+  ``FLASHINFER_CUDA_ARCH_LIST`` when set, else from the GPUs torch sees (``flashinfer/compilation_context.py``): it is
+  set, to what the release was warmed for, so the server looks where the warm compiled without asking the GPUs, and
+  the warm (on a node whose GPUs serve) never touches them. FlashInfer resolves its output paths
+  (``cpp_ext.generate_ninja_build_for_op``), so the cache reached through the ``current`` link is the same cache.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ name: sglang_unit_environment
 short_description: The environment of the SGLang unit for one release
 description:
   - Returns the unit's environment in the order the environment file lists it - C(HOME) and the caches under the
-    service's home, C(CUDA_HOME), C(PATH) (the release venv's C(bin), CUDA's C(bin), then systemd's default),
+    service's home, C(FLASHINFER_WORKSPACE_BASE) (the release's C(flashinfer) directory, its FlashInfer JIT cache),
+    C(CUDA_HOME), C(PATH) (the release venv's C(bin), CUDA's C(bin), then systemd's default),
+    C(FLASHINFER_CUDA_ARCH_LIST) when the runtime facts have C(flashinfer_arch_list),
     C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) when set - then the operator's own environment, which wins.
   - The same function gives the release probe its environment for a release that is not current yet, so the
     probe sees what the server will see.
@@ -39,7 +48,7 @@ options:
   _input:
     description: >-
       The service's runtime facts, as roles/sglang_service publishes them in C(sglang_service_runtime) - C(home),
-      C(cuda_home), C(environment) (the operator's extra variables), C(socket_ifname).
+      C(cuda_home), C(flashinfer_arch_list), C(environment) (the operator's extra variables), C(socket_ifname).
     type: dict
     required: true
   release:
@@ -80,10 +89,13 @@ def sglang_unit_environment(runtime, release):
         "HF_HOME": home + "/cache/huggingface",
         "XDG_CACHE_HOME": home + "/cache",
         "TRITON_CACHE_DIR": home + "/cache/triton",
-        "FLASHINFER_WORKSPACE_BASE": home + "/cache/flashinfer",
+        "FLASHINFER_WORKSPACE_BASE": str(release).rstrip("/") + "/flashinfer",
         "CUDA_HOME": cuda_home,
         "PATH": "%s/venv/bin:%s/bin:%s" % (str(release).rstrip("/"), cuda_home, SYSTEMD_DEFAULT_PATH),
     }
+    arch_list = str(runtime.get("flashinfer_arch_list") or "").strip()
+    if arch_list:
+        env["FLASHINFER_CUDA_ARCH_LIST"] = arch_list
     ifname = str(runtime.get("socket_ifname") or "").strip()
     if ifname:
         env["NCCL_SOCKET_IFNAME"] = ifname

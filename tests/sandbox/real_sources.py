@@ -67,8 +67,34 @@ from packaging.version import Version
 logger = logging.getLogger(__name__)
 '''
 FLASHINFER_JIT_INIT = '''\
-"""flashinfer.jit (sandbox stand-in): the real package imports every JIT module; the stand-in build needs only
-cpp_ext (see its docstring)."""
+"""flashinfer.jit (sandbox stand-in): the real package imports every JIT module; the stand-in has cpp_ext and env
+(FlashInfer's own code, see their docstrings), core (JitSpec) and sampling."""
+'''
+# flashinfer/jit/env.py: where the JIT cache lies. Its top-level assignments and function below are copied verbatim; the
+# AOT providers (flashinfer-jit-cache, flashinfer-cubin) are left out: none is installed in the sandbox, so a module's AOT
+# path is the package's own data/aot fallback (get_aot_path below, as the real one answers without providers).
+FLASHINFER_ENV_BEFORE = ("FLASHINFER_BASE_DIR", "FLASHINFER_CACHE_DIR", "_package_root")
+FLASHINFER_ENV_FUNCTIONS = ("_get_workspace_dir_name",)
+FLASHINFER_ENV_AFTER = ("FLASHINFER_AOT_DIR", "FLASHINFER_WORKSPACE_DIR", "FLASHINFER_JIT_DIR", "FLASHINFER_CSRC_DIR")
+FLASHINFER_ENV_HEADER = '''\
+"""flashinfer.jit.env (sandbox stand-in).
+
+Copied verbatim, when the sandbox artifacts are built, from flashinfer-python {version}'s flashinfer/jit/env.py
+({wheel}, sha256 {sha256}): the assignments {names} and the function _get_workspace_dir_name. So the JIT cache is
+where the real FlashInfer puts it: $FLASHINFER_WORKSPACE_BASE (else $HOME)/.cache/flashinfer/<version>/<archs>/cached_ops.
+No AOT provider package is installed in the sandbox; get_aot_path answers as the real one does without them.
+"""
+import os
+import pathlib
+
+from ..compilation_context import CompilationContext
+from .._version import __version__ as flashinfer_version
+'''
+FLASHINFER_ENV_FOOTER = '''
+
+def get_aot_path(module_name: str) -> pathlib.Path:
+    """The real get_aot_path without AOT providers: the package's own data/aot fallback."""
+    return FLASHINFER_AOT_DIR / module_name / f"{module_name}.so"
 '''
 TORCH_FUNCTIONS = ("_find_cuda_home", "_get_cuda_arch_flags", "_get_num_workers")
 TORCH_HEADER = '''\
@@ -101,6 +127,8 @@ def _header_names(header: str) -> set:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, ast.Assign):
             names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
     return names
 
 
@@ -141,6 +169,33 @@ def extract(source: str, names, header: str, origin: str) -> str:
     return text
 
 
+def assignments(source: str, names, origin: str) -> str:
+    """The top-level assignments to ``names`` in ``source``, their text unchanged, in ``names``' order."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    found = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                found[target.id] = "".join(lines[node.lineno - 1:node.end_lineno])
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise RuntimeError("%s no longer assigns %s at top level" % (origin, ", ".join(missing)))
+    return "".join(found[name] for name in names)
+
+
+def flashinfer_env(source: str, wheel: str) -> str:
+    """The stand-in flashinfer/jit/env.py from the real one's text."""
+    header = FLASHINFER_ENV_HEADER.format(version=FLASHINFER.version, wheel=wheel, sha256=FLASHINFER.sha256,
+                                          names=", ".join(FLASHINFER_ENV_BEFORE + FLASHINFER_ENV_AFTER))
+    header += "\n" + assignments(source, FLASHINFER_ENV_BEFORE, "flashinfer/jit/env.py")
+    text = extract(source, FLASHINFER_ENV_FUNCTIONS, header, "flashinfer/jit/env.py")
+    text += "\n\n" + assignments(source, FLASHINFER_ENV_AFTER, "flashinfer/jit/env.py") + FLASHINFER_ENV_FOOTER
+    compile(text, "flashinfer/jit/env.py (extract)", "exec")
+    return text
+
+
 def _recipe() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -153,6 +208,7 @@ def flashinfer_files(cache=None) -> dict:
         with zipfile.ZipFile(wheel) as zf:
             context = zf.read("flashinfer/compilation_context.py").decode()
             cpp_ext = zf.read("flashinfer/jit/cpp_ext.py").decode()
+            env = zf.read("flashinfer/jit/env.py").decode()
         header = FLASHINFER_CPP_EXT_HEADER.format(version=FLASHINFER.version, wheel=wheel.name,
                                                   sha256=FLASHINFER.sha256,
                                                   names=", ".join(FLASHINFER_CPP_EXT_FUNCTIONS))
@@ -161,6 +217,7 @@ def flashinfer_files(cache=None) -> dict:
             "flashinfer/jit/__init__.py": FLASHINFER_JIT_INIT,
             "flashinfer/jit/cpp_ext.py": extract(cpp_ext, FLASHINFER_CPP_EXT_FUNCTIONS, header,
                                                  "flashinfer/jit/cpp_ext.py"),
+            "flashinfer/jit/env.py": flashinfer_env(env, wheel.name),
         }
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")

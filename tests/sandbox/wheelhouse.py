@@ -38,10 +38,11 @@ HF_PINS = (
 )
 
 
-# The node: Debian 12's CPython 3.11 on x86_64 (the controller may differ, so pip is told).
+# The node: Debian 12's CPython 3.11 on x86_64, glibc 2.36 (the controller may differ, so pip is told). sglang 0.5.23's
+# wheel is manylinux_2_34.
 NODE_TARGET = ("--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
                "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-               "--platform", "manylinux_2_28_x86_64", "--platform", "any")
+               "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_34_x86_64", "--platform", "any")
 
 
 def _norm(name: str) -> str:

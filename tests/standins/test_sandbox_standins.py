@@ -593,7 +593,7 @@ def test_flashinfer_repo_tag_and_determinism(fi_repo, tmp_path):
     assert fake_sources.build_flashinfer_repo(g) == sha  # no-op
 
 
-def test_flashinfer_repo_carries_flashinfers_own_arch_code(fi_repo, tmp_path):
+def test_flashinfer_repo_carries_flashinfers_own_arch_and_cache_code(fi_repo, tmp_path):
     co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     real = real_sources.flashinfer_files()
     assert (co / "flashinfer/compilation_context.py").read_text() == real["flashinfer/compilation_context.py"]
@@ -602,8 +602,21 @@ def test_flashinfer_repo_carries_flashinfers_own_arch_code(fi_repo, tmp_path):
     assert "flashinfer-python\n0.7.2's flashinfer/jit/cpp_ext.py" in cpp_ext
     for fn in real_sources.FLASHINFER_CPP_EXT_FUNCTIONS:
         assert "\ndef %s(" % fn in cpp_ext
-    assert sorted(p.name for p in (co / "csrc").glob("*.cu")) == ["rmsnorm.cu", "silu_and_mul.cu"]
+    env = (co / "flashinfer/jit/env.py").read_text()
+    for name in real_sources.FLASHINFER_ENV_BEFORE + real_sources.FLASHINFER_ENV_AFTER:
+        assert re.search(r"^%s: pathlib\.Path = " % name, env, re.M), name
+    assert "\ndef _get_workspace_dir_name()" in env
+    # a JIT package: Python and CUDA sources, no csrc/ compiled by the build
+    assert sorted(p.name for p in (co / "flashinfer/data/csrc").glob("*.cu")) == ["sampling.cu"]
+    assert not (co / "csrc").exists()
     assert 'requires = ["torch", "packaging"]' in (co / "pyproject.toml").read_text()
+
+
+def test_assignments_copy_the_statements_verbatim_or_refuse():
+    src = "import os\nA: int = (\n    1 +\n    2)\nB = 3\n"
+    assert real_sources.assignments(src, ["B", "A"], "x.py") == "B = 3\nA: int = (\n    1 +\n    2)\n"
+    with pytest.raises(RuntimeError, match="x.py no longer assigns C at top level"):
+        real_sources.assignments(src, ["C"], "x.py")
 
 
 def test_extract_refuses_a_function_that_needs_more_than_the_stand_in_gives():
@@ -615,59 +628,83 @@ def test_extract_refuses_a_function_that_needs_more_than_the_stand_in_gives():
         real_sources.extract(src, ["g"], "import os\n", "x.py")
 
 
-@needs_gxx
-def test_flashinfer_build_compiles_sm120_with_flashinfers_flags(fi_repo, tmp_path, cuda13, torch_path):
+def _flashinfer_site(fi_repo, tmp_path, torch_path, env_extra=None):
+    """The stand-in FlashInfer's wheel, built as pip would (here with an arch list it must ignore), unpacked."""
     co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
     (tmp_path / "w").mkdir()
-    bad = _build(co, tmp_path / "w", {"CUDA_HOME": str(tmp_path / "no-cuda")}, torch_path)
-    assert bad.returncode != 0 and "nvcc not found at %s/bin/nvcc" % (tmp_path / "no-cuda") in bad.stderr
-    comma = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "9.0a,12.0f"},
-                   torch_path)
+    built = _build(co, tmp_path / "w", dict({"FLASHINFER_CUDA_ARCH_LIST": "12.0f"}, **(env_extra or {})), torch_path)
+    assert built.returncode == 0, built.stderr
+    site = tmp_path / "site"
+    with zipfile.ZipFile(tmp_path / "w" / built.stdout.strip().splitlines()[-1]) as zf:
+        names = zf.namelist()
+        zf.extractall(site)
+    return site, names
+
+
+def _jit(site, torch_path, env_extra, code):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "MAX_JOBS", "FLASHINFER_NVCC_THREADS")}
+    env.update(PATH="/usr/bin:/bin", PYTHONPATH="%s:%s" % (site, torch_path), FAKE_TORCH_NVIDIA_SMI=str(SMI))
+    env.update(env_extra)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+SAMPLING = ("import json, logging; logging.basicConfig(level=logging.INFO)\n"
+            "from flashinfer.jit.sampling import gen_sampling_module\n"
+            "spec = gen_sampling_module(); before = spec.is_compiled; spec.build()\n"
+            "print(json.dumps([before, spec.is_compiled, spec.is_aot, str(spec.get_library_path())]))\n")
+
+
+def test_flashinfer_wheel_is_a_jit_package_that_compiles_nothing(fi_repo, tmp_path, torch_path):
+    _site, names = _flashinfer_site(fi_repo, tmp_path, torch_path)
+    assert "flashinfer_python-0.7.2.dist-info/RECORD" in names
+    assert "flashinfer/data/csrc/sampling.cu" in names
+    assert not [n for n in names if n.endswith((".so", ".cubin"))]  # like flashinfer_python-0.7.2-py3-none-any.whl
+
+
+@needs_gxx
+def test_flashinfer_jit_module_compiles_sm120_into_the_cache_with_flashinfers_flags(fi_repo, tmp_path, cuda13,
+                                                                                     torch_path):
+    site, _names = _flashinfer_site(fi_repo, tmp_path, torch_path)
+    base = tmp_path / "release" / "flashinfer"
+    env = {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "FLASHINFER_WORKSPACE_BASE": str(base),
+           "MAX_JOBS": "2", "FLASHINFER_NVCC_THREADS": "2"}
+    comma = _jit(site, torch_path, dict(env, FLASHINFER_CUDA_ARCH_LIST="9.0a,12.0f"), SAMPLING)
     # FlashInfer's own parser: split(" ") then "major, minor = arch.split('.')"
     assert comma.returncode != 0 and "ValueError: too many values to unpack" in comma.stderr
-    env = {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0f", "TORCH_CUDA_ARCH_LIST": "12.0",
-           "MAX_JOBS": "3", "FLASHINFER_NVCC_THREADS": "2"}
-    ok = _build(co, tmp_path / "w", env, torch_path)
+    disabled = _jit(site, torch_path, dict(env, FLASHINFER_DISABLE_JIT="1"), SAMPLING)
+    assert disabled.returncode != 0 and "JIT compilation is disabled via FLASHINFER_DISABLE_JIT" in disabled.stderr
+    ok = _jit(site, torch_path, env, SAMPLING)
     assert ok.returncode == 0, ok.stderr
-    whl = tmp_path / "w" / ok.stdout.strip().splitlines()[-1]
-    with zipfile.ZipFile(whl) as zf:
-        info = json.loads(zf.read("flashinfer/_build_info.json"))
-        assert "flashinfer_python-0.7.2.dist-info/RECORD" in zf.namelist()
-        (tmp_path / "_kernels.so").write_bytes(zf.read("flashinfer/_kernels.so"))
-    assert info["env"] == env
-    assert info["compiled_archs"] == ["sm_120f"] and info["cuda_version"] == "13.0"
-    assert info["nvcc_version"] == "Cuda compilation tools, release 13.0, V13.0.88"
-    assert "-gencode=arch=compute_120f,code=sm_120f" in info["nvcc_flags"] and "--threads=2" in info["nvcc_flags"]
-    assert info["max_jobs"] == 3
-    dump = _cuobjdump(cuda13, tmp_path / "_kernels.so")
-    # one cubin per .cu, named after the library, all sm_120 (a 12.0f family cubin is listed as sm_120)
-    assert re.findall(r"ELF file +\d+: (\S+)", dump) == ["_kernels.1.sm_120.cubin", "_kernels.2.sm_120.cubin"], dump
+    library = base / ".cache/flashinfer/0.7.2/120f/cached_ops/sampling/sampling.so"
+    assert json.loads(ok.stdout) == [False, True, False, str(library)]
+    assert "Building JIT module sampling; this can take several minutes on first use." in ok.stderr
+    assert "-gencode=arch=compute_120f,code=sm_120f" in ok.stderr and "--threads=2" in ok.stderr
+    assert re.findall(r"ELF file +\d+: (\S+)", _cuobjdump(cuda13, library)) == ["sampling.1.sm_120.cubin"]
+    again = _jit(site, torch_path, env, SAMPLING)  # up to date: nothing compiled
+    assert json.loads(again.stdout)[:2] == [True, True] and "Building JIT module" not in again.stderr
 
 
 @needs_gxx
-def test_flashinfer_arch_the_compiler_refuses_fails_with_nvccs_message(fi_repo, tmp_path, cuda13, torch_path):
-    co = _checkout(fi_repo[0], "v0.7.2", tmp_path / "src")
-    (tmp_path / "w").mkdir()
-    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0x"}, torch_path)
-    assert r.returncode != 0
-    assert "nvcc fatal   : Unsupported gpu architecture 'compute_120x'" in r.stderr
-    assert list((tmp_path / "w").iterdir()) == []  # no wheel from a failed compile
+def test_flashinfer_jit_arch_the_compiler_refuses_fails_with_nvccs_message(fi_repo, tmp_path, cuda13, torch_path):
+    site, _names = _flashinfer_site(fi_repo, tmp_path, torch_path)
+    env = {"CUDA_HOME": str(cuda13), "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "ws")}
+    bad = _jit(site, torch_path, dict(env, FLASHINFER_CUDA_ARCH_LIST="12.0x"), SAMPLING)
+    assert bad.returncode != 0
+    assert "nvcc fatal   : Unsupported gpu architecture 'compute_120x'" in bad.stderr
     # unsuffixed: FlashInfer's own _normalize_cuda_arch asks nvcc's release (13.0 >= 12.9: family "f"); 9.0 -> 9.0a
-    r = _build(co, tmp_path / "w", {"CUDA_HOME": str(cuda13), "FLASHINFER_CUDA_ARCH_LIST": "12.0 9.0"}, torch_path)
-    assert r.returncode == 0, r.stderr
-    with zipfile.ZipFile(tmp_path / "w" / r.stdout.strip().splitlines()[-1]) as zf:
-        info = json.loads(zf.read("flashinfer/_build_info.json"))
-        (tmp_path / "k.so").write_bytes(zf.read("flashinfer/_kernels.so"))
-    assert info["compiled_archs"] == ["sm_120f", "sm_90a"]
-    dump = _cuobjdump(cuda13, tmp_path / "k.so")
-    assert sorted(re.findall(r"ELF file +\d+: k\.\d+\.(sm_\w+)\.cubin", dump)) == ["sm_120", "sm_120", "sm_90a", "sm_90a"]
+    two = _jit(site, torch_path, dict(env, FLASHINFER_CUDA_ARCH_LIST="12.0 9.0"), SAMPLING)
+    assert two.returncode == 0, two.stderr
+    library = Path(json.loads(two.stdout)[3])
+    assert library.parts[-4] == "90a_120f"  # sorted((major, minor)), as the real one names it
+    assert sorted(re.findall(r"ELF file +\d+: \S+\.(sm_\w+)\.cubin", _cuobjdump(cuda13, library))) == ["sm_120", "sm_90a"]
 
 
 @needs_gxx
 @pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="needs the system python3 with venv")
 def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path, cuda13):
     """pip builds the checkout with build isolation from a local wheelhouse (the stand-in torch and packaging),
-    as the role does on a node, and the installed package reports what it was compiled for."""
+    as the role does on a node, and the installed package carries its CUDA sources for the JIT."""
     import wheelhouse
     venv = tmp_path / "venv"
     if subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], capture_output=True).returncode != 0:
@@ -687,10 +724,10 @@ def test_flashinfer_pip_install_offline_in_fresh_venv(fi_repo, tmp_path, cuda13)
                         str(co)], env=env, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     q = subprocess.run([str(venv / "bin/python"), "-c",
-                        "import flashinfer, os; print(flashinfer.__version__, flashinfer.get_cuda_arch_list(), "
-                        "os.path.getsize(os.path.join(os.path.dirname(flashinfer.__file__), '_kernels.so')) > 0)"],
+                        "import flashinfer, os; print(flashinfer.__version__, os.path.isfile(os.path.join("
+                        "os.path.dirname(flashinfer.__file__), 'data', 'csrc', 'sampling.cu')))"],
                        capture_output=True, text=True, check=True)
-    assert q.stdout.strip() == "0.7.2 ['sm_120f'] True"
+    assert q.stdout.strip() == "0.7.2 True"
 
 
 

@@ -39,7 +39,7 @@ def site(tmp_path):
     (lib / "flashinfer").mkdir()
 
     def run(flashinfer_archs=("sm_120f",), torch_archs=None, gpus=None, args=("--capability", "12.0"),
-            with_sglang=True, dists=None):
+            with_sglang=True, dists=None, probe=PROBE):
         # The run-time toolchain (ninja, nvcc, Triton's launcher) has tests of its own below.
         args = tuple(args) + ("--no-toolchain",)
         (lib / "flashinfer" / "__init__.py").write_text(
@@ -61,7 +61,7 @@ def site(tmp_path):
         env = dict(os.environ, PYTHONPATH=str(lib), FAKE_TORCH_NVIDIA_SMI=str(SANDBOX / "fake_nvidia_smi.py"),
                    FAKE_NVIDIA_SMI_CONFIG=str(tmp_path / "gpus.json"), FAKE_TORCH_CONFIG=str(tmp_path / "torch.json"))
         env.pop("FAKE_TORCH_ARCH_LIST", None)
-        proc = subprocess.run([sys.executable, str(PROBE), *args], env=env, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, str(probe), *args], env=env, capture_output=True, text=True,
                               timeout=60)
         return proc.returncode, json.loads(proc.stdout), proc.stderr
 
@@ -382,3 +382,105 @@ def test_toolchain_only_mode_prints_the_facts_and_fails_on_a_problem(unit_env):
     proc = subprocess.run([sys.executable, str(PROBE), "--toolchain-only", "--cuda", "13.0"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and proc.stderr.startswith("ninja not found on the unit's PATH")
+
+
+# ----------------------------------------------------------------------------- FlashInfer's JIT modules
+FAKE_JIT = '''\
+"""A JIT module as FlashInfer 0.7.2's JitSpec answers for it (the sandbox stand-in's behaviour is tested with the real
+nvcc in tests/standins): its library under $FLASHINFER_WORKSPACE_BASE, compiled by build()."""
+import os
+from pathlib import Path
+
+
+class Spec:
+    name = "sampling"
+
+    @property
+    def jit_library_path(self):
+        return Path(os.environ["FLASHINFER_WORKSPACE_BASE"]) / "cached_ops" / "sampling" / "sampling.so"
+
+    is_aot = False
+
+    def get_library_path(self):
+        return self.jit_library_path
+
+    @property
+    def is_compiled(self):
+        return self.jit_library_path.exists()
+
+    def build(self):
+        if os.environ.get("FAKE_NVCC_FAILS"):
+            raise RuntimeError("ninja: build stopped\\nnvcc fatal   : Unsupported gpu architecture 'compute_120x'")
+        self.jit_library_path.parent.mkdir(parents=True, exist_ok=True)
+        self.jit_library_path.write_bytes(b"\\x7fELF")
+
+
+def gen_sampling_module():
+    return Spec()
+'''
+SAMPLING = "flashinfer.jit.sampling:gen_sampling_module"
+
+
+@pytest.fixture
+def jit(site, tmp_path, monkeypatch):
+    """The site with flashinfer.jit.sampling, and the workspace its cache lies in."""
+    lib = tmp_path / "site-packages"
+    (lib / "flashinfer" / "jit").mkdir(parents=True, exist_ok=True)
+    (lib / "flashinfer" / "jit" / "__init__.py").write_text("")
+    (lib / "flashinfer" / "jit" / "sampling.py").write_text(FAKE_JIT)
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path / "workspace"))
+    return tmp_path / "workspace" / "cached_ops" / "sampling" / "sampling.so"
+
+
+def test_a_release_without_its_flashinfer_module_compiled_is_refused_naming_it(site, jit):
+    rc, out, err = site(args=("--capability", "12.0", "--flashinfer-module", SAMPLING))
+    assert rc == 1 and not out["ok"]
+    assert err.startswith("installed kernels lack sm_120: ")
+    assert "FlashInfer module 'sampling' is not compiled: no AOT library and nothing at %s" % jit in err
+    assert out["flashinfer_modules"] == [{"module": "sampling", "generator": SAMPLING, "compiled": False,
+                                          "aot": False, "path": str(jit)}]
+
+
+def test_the_warm_compiles_the_module_and_the_probe_then_passes(site, jit):
+    rc, out, err = site(args=("--warm-flashinfer", "--flashinfer-module", SAMPLING))
+    assert rc == 0, err
+    assert [(m["module"], m["result"]) for m in out["modules"]] == [("sampling", "compiled")]
+    rc, out, _err = site(args=("--warm-flashinfer", "--flashinfer-module", SAMPLING))
+    assert [m["result"] for m in out["modules"]] == ["up to date"]
+    rc, out, err = site(args=("--capability", "12.0", "--flashinfer-module", SAMPLING))
+    assert rc == 0, err
+    assert out["flashinfer_modules"][0]["compiled"] is True
+
+
+def test_a_failed_warm_names_the_module_and_the_compilers_words(site, jit, monkeypatch):
+    monkeypatch.setenv("FAKE_NVCC_FAILS", "1")
+    rc, out, err = site(args=("--warm-flashinfer", "--flashinfer-module", SAMPLING))
+    assert rc == 1 and out["modules"] == []
+    assert err.startswith("FlashInfer module %s did not compile: RuntimeError: ninja: build stopped | nvcc fatal" % SAMPLING)
+
+
+def test_an_unknown_generator_is_named(site, jit):
+    rc, _out, err = site(args=("--flashinfer-only", "--flashinfer-module", "flashinfer.jit.sampling:gen_nothing"))
+    assert rc == 1 and "FlashInfer module flashinfer.jit.sampling:gen_nothing cannot be looked up: AttributeError" in err
+
+
+def test_the_switch_and_a_reactivation_check_the_modules_the_release_recorded(site, jit, tmp_path):
+    """release.json beside the probe names what the build compiled; emptying the cache after it is refused."""
+    release = tmp_path / "release"
+    release.mkdir()
+    shutil.copy2(PROBE, release / "release_probe.py")
+    (release / "release.json").write_text(json.dumps({"flashinfer_warm": {"modules": [
+        {"module": "sampling", "generator": SAMPLING, "result": "compiled"}]}}))
+    assert release_probe.recorded_flashinfer_modules(str(release / "release.json")) == [SAMPLING]
+    assert release_probe.recorded_flashinfer_modules(str(tmp_path / "missing.json")) == []
+    site(args=("--warm-flashinfer", "--flashinfer-module", SAMPLING))
+    copy = release / "release_probe.py"
+    rc, out, err = site(args=("--flashinfer-only", "--recorded-flashinfer-modules"), probe=copy)
+    assert rc == 0, err
+    assert out["flashinfer_modules"][0]["module"] == "sampling"
+    jit.unlink()  # the cache emptied after the build
+    rc, out, err = site(args=("--flashinfer-only", "--recorded-flashinfer-modules"), probe=copy)
+    assert rc == 1 and "FlashInfer module 'sampling' is not compiled" in err
+    rc, out, err = site(args=("--kernel-op-only", "--recorded-flashinfer-modules"), probe=copy)
+    assert rc == 1 and "FlashInfer module 'sampling' is not compiled" in err
+    assert out["kernel_op"].endswith("= 4.0")  # the GPU kernel ran; the modules are what is missing

@@ -24,7 +24,18 @@ def test_the_probe_gets_the_same_environment_for_a_release_not_current_yet():
     unit = se.sglang_unit_environment(RUNTIME, "/opt/sglang/current")
     probe = se.sglang_unit_environment(RUNTIME, "/opt/sglang/releases/abc123/")
     assert probe["PATH"].startswith("/opt/sglang/releases/abc123/venv/bin:")
-    assert {k: v for k, v in probe.items() if k != "PATH"} == {k: v for k, v in unit.items() if k != "PATH"}
+    own = ("PATH", "FLASHINFER_WORKSPACE_BASE")
+    assert {k: v for k, v in probe.items() if k not in own} == {k: v for k, v in unit.items() if k not in own}
+
+
+def test_flashinfers_jit_cache_is_the_releases_own_for_the_archs_it_was_warmed_for():
+    runtime = dict(RUNTIME, flashinfer_arch_list="12.0f")
+    assert se.sglang_unit_environment(runtime, "/opt/sglang/current")["FLASHINFER_WORKSPACE_BASE"] == (
+        "/opt/sglang/current/flashinfer")
+    probe = se.sglang_unit_environment(runtime, "/opt/sglang/releases/abc123/")
+    assert probe["FLASHINFER_WORKSPACE_BASE"] == "/opt/sglang/releases/abc123/flashinfer"
+    assert probe["FLASHINFER_CUDA_ARCH_LIST"] == "12.0f"
+    assert "FLASHINFER_CUDA_ARCH_LIST" not in se.sglang_unit_environment(RUNTIME, "/opt/sglang/current")
 
 
 def test_the_operators_environment_comes_last_and_wins():

@@ -6,8 +6,16 @@
 Checks (a build without sm_120 kernels imports fine and fails at the first kernel with "no kernel image is
 available"): sglang, flashinfer and torch import; versions; CUDA is
 available; ``torch.cuda.get_arch_list()`` holds ``sm_<XY>`` for every expected capability; one small kernel
-op (``torch.ones(4, device="cuda").sum()``) runs on GPU 0; FlashInfer's compiled archs cover every
-capability (``12.0f`` covers 12.0 and 12.1, ``12.0a``/``12.0`` only 12.0); torch's CUDA matches ``--cuda``.
+op (``torch.ones(4, device="cuda").sum()``) runs on GPU 0; FlashInfer's compiled archs, where the package says them
+(an AOT build of an older FlashInfer), cover every capability (``12.0f`` covers 12.0 and 12.1, ``12.0a``/``12.0`` only
+12.0); torch's CUDA matches ``--cuda``.
+
+FlashInfer 0.7.2 is a JIT package: its kernels are the libraries of its JIT modules. Each ``--flashinfer-module``
+(``flashinfer.jit.sampling:gen_sampling_module``: the generator of the module) must be compiled, as FlashInfer's own
+``JitSpec.is_compiled`` says (the AOT library of flashinfer-jit-cache, else the JIT cache under
+``$FLASHINFER_WORKSPACE_BASE``); otherwise "FlashInfer module 'sampling' is not compiled" refuses the release. With
+``--cuobjdump`` their libraries' SASS is judged like the distributions' objects (group "flashinfer JIT cache").
+``--warm-flashinfer`` compiles them (``JitSpec.build``: nvcc, a no-op when up to date) and nothing else.
 The expected capabilities are the ``--capability`` values plus those of the GPUs torch sees: kernels built
 for another GPU are refused even when the build was told to target it.
 
@@ -125,11 +133,70 @@ def flashinfer_archs(flashinfer):
     info = getattr(flashinfer, "build_info", None)
     if callable(info):
         return list(info().get("compiled_archs", [])), "flashinfer.build_info()"
-    try:  # FlashInfer >= 0.4: the compilation context of AOT/JIT builds
-        ctx = importlib.import_module("flashinfer.compilation_context").CompilationContext()
-        return sorted("%s.%s" % tuple(a) for a in ctx.TARGET_CUDA_ARCHS), "flashinfer.compilation_context"
-    except Exception as exc:  # noqa: BLE001 - any failure means "unknown", reported as such
-        return None, "unknown (%s: %s)" % (type(exc).__name__, exc)
+    # FlashInfer >= 0.4 (0.7.2 among them) is a JIT package and says no such thing: its CompilationContext names what a
+    # JIT compile would target, not what is compiled. What is compiled is each module's library (flashinfer_modules).
+    return None, "not said by the package (a JIT package: see flashinfer_modules)"
+
+
+FLASHINFER_MODULES_GROUP = "flashinfer JIT cache"
+
+
+def flashinfer_spec(ref):
+    """The JitSpec of ``ref`` ("flashinfer.jit.sampling:gen_sampling_module": its generator)."""
+    module, _, function = str(ref).partition(":")
+    if not module or not function:
+        raise ValueError("a FlashInfer module is named module:generator, got %r" % (ref,))
+    return getattr(importlib.import_module(module), function)()
+
+
+def flashinfer_modules(refs):
+    """(report, problems): for each FlashInfer JIT module the server needs, whether its library is there (FlashInfer's
+    own JitSpec says: ``is_compiled``, the AOT artifact of flashinfer-jit-cache first, else the JIT cache under
+    $FLASHINFER_WORKSPACE_BASE) and where."""
+    report, problems = [], []
+    for ref in refs:
+        try:
+            spec = flashinfer_spec(ref)
+            entry = {"module": spec.name, "generator": ref, "compiled": bool(spec.is_compiled),
+                     "aot": bool(spec.is_aot), "path": str(spec.get_library_path())}
+        except Exception as exc:  # noqa: BLE001 - any failure is reported with the module's name
+            problems.append("FlashInfer module %s cannot be looked up: %s: %s" % (ref, type(exc).__name__, exc))
+            continue
+        report.append(entry)
+        if not entry["compiled"]:
+            problems.append("FlashInfer module '%s' is not compiled: no AOT library and nothing at %s (the release's "
+                            "JIT cache, warmed by its build; without it the server compiles it with nvcc at its first "
+                            "use)" % (entry["module"], entry["path"]))
+    return report, problems
+
+
+def warm_flashinfer(refs):
+    """Compile each FlashInfer JIT module into the JIT cache unless an AOT library has it (FlashInfer's own
+    ``JitSpec.build``: nvcc through ninja, a no-op when up to date). One JSON-ready dict: ok, problems, modules."""
+    import time
+
+    result = {"ok": False, "problems": [], "modules": []}
+    for ref in refs:
+        started = time.monotonic()
+        try:
+            spec = flashinfer_spec(ref)
+            before = bool(spec.is_compiled)
+            if not spec.is_aot:
+                spec.build()
+            entry = {"module": spec.name, "generator": ref, "aot": bool(spec.is_aot),
+                     "result": "aot" if spec.is_aot else ("up to date" if before else "compiled"),
+                     "seconds": round(time.monotonic() - started, 1), "path": str(spec.get_library_path())}
+            if not spec.is_compiled:
+                result["problems"].append("FlashInfer module '%s': its build left nothing at %s"
+                                          % (spec.name, entry["path"]))
+        except Exception as exc:  # noqa: BLE001 - nvcc's or ninja's failure, reported with the module's name
+            lines = [line for line in str(getattr(exc, "output", None) or exc).strip().splitlines() if line.strip()]
+            result["problems"].append("FlashInfer module %s did not compile: %s: %s"
+                                      % (ref, type(exc).__name__, " | ".join(lines[-5:])))
+            continue
+        result["modules"].append(entry)
+    result["ok"] = not result["problems"]
+    return result
 
 
 def _device_code_candidate(path):
@@ -394,9 +461,38 @@ def kernel_op(torch):
     return "torch.ones(4, device='cuda').sum() = %s" % value, None
 
 
-def kernel_op_only():
-    """The switch's check, once the serving process has stopped: torch imports, sees a GPU and runs one kernel."""
+def recorded_flashinfer_modules(release_json=None):
+    """The FlashInfer modules this release's build compiled (release.json beside this file: flashinfer_warm)."""
+    path = release_json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "release.json")
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return []
+    return [m["generator"] for m in (record.get("flashinfer_warm") or {}).get("modules", []) if m.get("generator")]
+
+
+def _check_modules(result, refs):
+    """Add flashinfer_modules and, when one is missing, the problem to ``result``; return it."""
+    result["flashinfer_modules"], found = flashinfer_modules(refs)
+    if found:
+        result["problems"].append("installed kernels lack the FlashInfer modules the server needs: " + "; ".join(found))
+    return result
+
+
+def flashinfer_only(refs):
+    """A release about to go live again (current flips to a release built before): its FlashInfer modules are there."""
+    result = _check_modules({"ok": False, "problems": []}, refs)
+    result["ok"] = not result["problems"]
+    return result
+
+
+def kernel_op_only(flashinfer_refs=()):
+    """The switch's check, once the serving process has stopped: torch imports, sees a GPU and runs one kernel; the
+    FlashInfer modules the release was warmed with are still compiled."""
     result = {"ok": False, "problems": []}
+    if flashinfer_refs:
+        _check_modules(result, flashinfer_refs)
     try:
         torch = importlib.import_module("torch")
     except Exception as exc:  # noqa: BLE001
@@ -413,7 +509,7 @@ def kernel_op_only():
 
 
 def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=None,
-          kernel_distributions=KERNEL_DISTRIBUTIONS, run_kernel_op=True, check_toolchain=True):
+          kernel_distributions=KERNEL_DISTRIBUTIONS, run_kernel_op=True, check_toolchain=True, flashinfer_refs=()):
     result = {"ok": False, "problems": [], "capabilities": list(capabilities)}
     problems = result["problems"]
     if check_toolchain:
@@ -473,6 +569,10 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=Non
             if uncovered:
                 kernel_problem.append("FlashInfer is compiled for %s, which does not cover %s"
                                       % (archs or "nothing", ", ".join(uncovered)))
+        if flashinfer_refs:
+            result["flashinfer_modules"], found = flashinfer_modules(flashinfer_refs)
+            kernel_problem.extend(found)
+            lacking += wanted if found else []
     result["required_capabilities"] = wanted
     if cuobjdump:
         if not (os.path.isfile(cuobjdump) and os.access(cuobjdump, os.X_OK)):
@@ -480,6 +580,9 @@ def probe(capabilities, cuda=None, require_flashinfer_archs=False, cuobjdump=Non
                                   "cuda-cuobjdump package)" % cuobjdump)
         else:
             code = kernel_code(cuobjdump, kernel_distributions)
+            libraries = [m["path"] for m in result.get("flashinfer_modules", []) if m["compiled"]]
+            if libraries:  # the FlashInfer modules' libraries are judged like the distributions' objects
+                code.update(kernel_code(cuobjdump, [FLASHINFER_MODULES_GROUP], lambda _name: libraries))
             result["kernel_objects"] = {name: entry["objects"] for name, entry in code.items()}
             result["kernel_report"] = object_report(code, wanted)
             unreadable = {path: msg for entry in code.values() for path, msg in entry["unreadable"].items()}
@@ -508,24 +611,42 @@ def main(argv=None):
     ap.add_argument("--kernel-distribution", action="append", default=None,
                     help="distribution whose CUDA objects must hold SASS for every capability (repeatable; "
                          "default: %s)" % ", ".join(KERNEL_DISTRIBUTIONS))
-    ap.add_argument("--no-kernel-op", action="store_true",
-                    help="skip the GPU kernel (a release prepared while the GPUs serve; the switch runs it)")
-    ap.add_argument("--kernel-op-only", action="store_true",
-                    help="only import torch and run one kernel on a GPU (the switch, after the server stopped)")
-    ap.add_argument("--toolchain-only", action="store_true",
-                    help="only check the run-time toolchain: ninja, nvcc under CUDA_HOME, Triton's launcher build")
-    ap.add_argument("--no-toolchain", action="store_true", help="skip the run-time toolchain checks")
+    ap.add_argument("--flashinfer-module", action="append", default=[], metavar="MODULE:GENERATOR",
+                    help="a FlashInfer JIT module the server needs, by its generator (e.g. "
+                         "flashinfer.jit.sampling:gen_sampling_module): its library must be compiled (repeatable)")
+    switches = (
+        ("--no-kernel-op", "skip the GPU kernel (a release prepared while the GPUs serve; the switch runs it)"),
+        ("--kernel-op-only", "only import torch and run one kernel on a GPU (the switch, after the server stopped)"),
+        ("--toolchain-only", "only check the run-time toolchain: ninja, nvcc under CUDA_HOME, Triton's launcher build"),
+        ("--no-toolchain", "skip the run-time toolchain checks"),
+        ("--recorded-flashinfer-modules",
+         "also the FlashInfer modules the release's build compiled (release.json beside this file)"),
+        ("--warm-flashinfer", "only compile the --flashinfer-module modules into the JIT cache (the release's build)"),
+        ("--flashinfer-only",
+         "only check that the FlashInfer modules are compiled (a release built before goes live again)"),
+    )
+    for flag, text in switches:
+        ap.add_argument(flag, action="store_true", help=text)
     args = ap.parse_args(argv)
-    if not (args.kernel_op_only or args.toolchain_only) and not args.capability:
+    if not (args.kernel_op_only or args.toolchain_only or args.warm_flashinfer or args.flashinfer_only) \
+            and not args.capability:
         ap.error("--capability is required")
-    if args.kernel_op_only:
-        result = kernel_op_only()
+    refs = list(args.flashinfer_module)
+    if args.recorded_flashinfer_modules:
+        refs += [ref for ref in recorded_flashinfer_modules() if ref not in refs]
+    if args.warm_flashinfer:
+        result = warm_flashinfer(refs)
+    elif args.flashinfer_only:
+        result = flashinfer_only(refs)
+    elif args.kernel_op_only:
+        result = kernel_op_only(refs)
     elif args.toolchain_only:
         result = toolchain_only(cuda=args.cuda)
     else:
         result = probe(args.capability, cuda=args.cuda, require_flashinfer_archs=args.require_flashinfer_archs,
                        cuobjdump=args.cuobjdump, kernel_distributions=args.kernel_distribution or KERNEL_DISTRIBUTIONS,
-                       run_kernel_op=not args.no_kernel_op, check_toolchain=not args.no_toolchain)
+                       run_kernel_op=not args.no_kernel_op, check_toolchain=not args.no_toolchain,
+                       flashinfer_refs=refs)
     print(json.dumps(result, sort_keys=True))
     if not result["ok"]:
         sys.stderr.write("; ".join(result["problems"]) + "\n")
