@@ -143,8 +143,8 @@ FLASHINFER_MODULES_GROUP = "flashinfer JIT cache"
 
 def flashinfer_spec(ref):
     """The JitSpec of ``ref`` ("flashinfer.jit.sampling:gen_sampling_module": its generator)."""
-    module, _, function = str(ref).partition(":")
-    if not module or not function:
+    module, colon, function = str(ref).partition(":")
+    if not (module and colon and function):
         raise ValueError("a FlashInfer module is named module:generator, got %r" % (ref,))
     return getattr(importlib.import_module(module), function)()
 
