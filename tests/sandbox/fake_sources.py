@@ -237,14 +237,14 @@ exists); ``get_library_path`` (the AOT one when there is one, else the JIT one);
 ``build`` refuses under FLASHINFER_DISABLE_JIT with the real message, logs the real "Building JIT module %s; this can
 take several minutes on first use." on a cold build, and compiles the sources with the real nvcc at
 cpp_ext.get_cuda_path() for CompilationContext().get_nvcc_flags_list() (both verbatim FlashInfer code) into
-jit_library_path; ``build_and_load`` builds unless an AOT artifact exists. The real build writes build.ninja and
+jit_library_path. A failed compile raises what the real run_ninja (flashinfer/jit/cpp_ext.py) raises:
+RuntimeError("Ninja build failed. Ninja output:\\n" + the compiler's output). The real build writes build.ninja and
 runs ninja, which recompiles only what changed; here a library newer than every source is kept. Output paths are
 resolved, as the real ninja file's are (cpp_ext.generate_ninja_build_for_op), so a release reached through a link
 finds the library its build left.
 """
 import logging
 import os
-import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -309,15 +309,11 @@ class JitSpec:
         flags = CompilationContext().get_nvcc_flags_list() + cpp_ext.get_nvcc_parallelism_flags() + [
             "-O3", "-std=c++17"] + self.extra_cuda_cflags
         jobs = cpp_ext._get_num_workers() or (os.cpu_count() or 1) + 2
-        started = time.monotonic()
-        _sandbox_cuda.compile_shared(nvcc, [str(s.resolve()) for s in self.sources], str(library), flags, jobs,
-                                     str(self.build_dir.resolve()))
-        logger.info("JIT module %s built in %.1f s", self.name, time.monotonic() - started)
-
-    def build_and_load(self):
-        if not self.is_aot:
-            self.build()
-        return str(self.get_library_path())
+        try:
+            _sandbox_cuda.compile_shared(nvcc, [str(s.resolve()) for s in self.sources], str(library), flags, jobs,
+                                         str(self.build_dir.resolve()))
+        except _sandbox_cuda.CompileError as e:
+            raise RuntimeError("Ninja build failed. Ninja output:\\n" + str(e)) from e
 
 
 def gen_jit_spec(name: str, sources: List[Path], extra_cuda_cflags: Optional[List[str]] = None) -> JitSpec:

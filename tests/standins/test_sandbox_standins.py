@@ -691,6 +691,7 @@ def test_flashinfer_jit_arch_the_compiler_refuses_fails_with_nvccs_message(fi_re
     env = {"CUDA_HOME": str(cuda13), "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "ws")}
     bad = _jit(site, torch_path, dict(env, FLASHINFER_CUDA_ARCH_LIST="12.0x"), SAMPLING)
     assert bad.returncode != 0
+    assert "RuntimeError: Ninja build failed. Ninja output:" in bad.stderr  # the real run_ninja's words
     assert "nvcc fatal   : Unsupported gpu architecture 'compute_120x'" in bad.stderr
     # unsuffixed: FlashInfer's own _normalize_cuda_arch asks nvcc's release (13.0 >= 12.9: family "f"); 9.0 -> 9.0a
     two = _jit(site, torch_path, dict(env, FLASHINFER_CUDA_ARCH_LIST="12.0 9.0"), SAMPLING)

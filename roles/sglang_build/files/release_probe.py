@@ -180,11 +180,11 @@ def warm_flashinfer(refs):
         started = time.monotonic()
         try:
             spec = flashinfer_spec(ref)
-            before = bool(spec.is_compiled)
-            if not spec.is_aot:
+            before, aot = bool(spec.is_compiled), bool(spec.is_aot)
+            if not aot:
                 spec.build()
-            entry = {"module": spec.name, "generator": ref, "aot": bool(spec.is_aot),
-                     "result": "aot" if spec.is_aot else ("up to date" if before else "compiled"),
+            entry = {"module": spec.name, "generator": ref, "aot": aot,
+                     "result": "aot" if aot else ("up to date" if before else "compiled"),
                      "seconds": round(time.monotonic() - started, 1), "path": str(spec.get_library_path())}
             if not spec.is_compiled:
                 result["problems"].append("FlashInfer module '%s': its build left nothing at %s"
