@@ -6,6 +6,10 @@ refers to a path inside it uses ``/srv/sandbox/...``.
 
     bin/nvidia-smi               fake nvidia-smi (copy of fake_nvidia_smi.py); node: /usr/bin/nvidia-smi -> it
     bin/gpu-hog                  a foreign process that holds a GPU (copy of gpu_hog.py), for preflight tests
+    lib/standin_driver.py        the NVIDIA driver as the real torch sees it (copy of standin_driver.py); node: Debian's
+                                 /etc/python3.11/sitecustomize.py (tests/sandbox/playbooks/sandbox_prepare.yml)
+    sim/sglang/                  the SGLang simulator (sglang_sim/sglang + its CLI snapshot), ahead of the release's real
+                                 sglang for the server unit alone (a sandbox-only drop-in's PYTHONPATH)
     bin/fake-hub                 the loopback model mirror (copy of fake_hub.py); node: the sandbox-model-mirror
                                  unit serves models/ on 127.0.0.1:8081 (tests/sandbox/playbooks/sandbox_prepare.yml)
     gpus.json                    the default GPU state (8 x RTX PRO 6000 Blackwell, driver 580.95.05); node:
@@ -19,6 +23,8 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     git/flashinfer.git           bare repo, tag v0.7.2 (with FlashInfer 0.7.2's own arch-flag code, real_sources.py)
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
+    wheelhouse/closure/          the real sglang 0.5.23 closure (208 wheels, 4.1 GB) the GPU nodes' releases install
+                                 from, hardlinked from the per-machine cache (closure.py: downloaded once per machine)
     wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py, with torch 2.14.1's own
                                  cpp_extension arch-flag functions), with a PEP 503 index in wheelhouse/simple/
                                  (node index URL file:///srv/sandbox/wheelhouse/simple)
@@ -130,6 +136,22 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         changed = _write_if_changed(out / "bin" / "gpu-hog", (HERE / "gpu_hog.py").read_bytes(), 0o755)
         return "%s %s" % (_node(out / "bin" / "gpu-hog", out), "(written)" if changed else "(unchanged)")
 
+    def driver():
+        changed = _write_if_changed(out / "lib" / "standin_driver.py", (HERE / "standin_driver.py").read_bytes())
+        return "%s %s" % (_node(out / "lib" / "standin_driver.py", out), "(written)" if changed else "(unchanged)")
+
+    def simulator():
+        from sglang_sim.build_repo import DEFAULT_SNAPSHOT
+        src, dest = HERE / "sglang_sim" / "sglang", out / "sim" / "sglang"
+        files = {p.relative_to(src): p.read_bytes() for p in src.rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc" and p.name != "cli_snapshot.json"}
+        files[Path("cli_snapshot.json")] = DEFAULT_SNAPSHOT.read_bytes()
+        changed = sum(_write_if_changed(dest / rel, data) for rel, data in files.items())
+        for old in [p for p in dest.rglob("*") if p.is_file() and p.relative_to(dest) not in files]:
+            old.unlink()
+            changed += 1
+        return "%s %d files %s" % (_node(dest, out), len(files), "(%d written)" % changed if changed else "(unchanged)")
+
     def mirror():
         changed = _write_if_changed(out / "bin" / "fake-hub", (HERE / "fake_hub.py").read_bytes(), 0o755)
         manifest["artifacts"]["model_mirror"] = {"path": _node(out / "bin" / "fake-hub", out),
@@ -196,6 +218,16 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         return "%s %d wheels (sglang-router and its pinned closure)" % (_node(out / "wheelhouse" / "router", out),
                                                                         len(names))
 
+    def closure_wheels():
+        import closure
+        info = closure.build(out)
+        manifest["artifacts"]["closure_wheelhouse"] = {"path": _node(out / closure.NODE_DIR, out),
+                                                       "wheels": info["wheels"], "bytes": info["bytes"]}
+        return "%s %d wheels, %.1f GB %s from %s" % (
+            _node(out / closure.NODE_DIR, out), info["wheels"], info["bytes"] / 1e9,
+            "hardlinked" if info["linked"] else "copied", info["cache"] + (" (downloaded now)" if info["downloaded"]
+                                                                         else ""))
+
     def torch_wheel():
         name, changed = fake_torch.build_torch_wheel(out / "wheelhouse",
                                                      cpp_extension=real_sources.torch_cpp_extension())
@@ -208,9 +240,12 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("wheelhouse/torch", torch_wheel)  # first: the wheelhouse step lists every wheel
     step("wheelhouse", wheels)
     step("wheelhouse/router", router_wheels)
+    step("wheelhouse/closure", closure_wheels)
     step("bin/nvidia-smi", nvsmi)
     step("bin/gpu-hog", hog)
     step("bin/fake-hub", mirror)
+    step("lib/standin_driver.py", driver)
+    step("sim/sglang", simulator)
     step("gpus.json", gpus)
     step("cuda-repo", repo)
     step("debian-repo", debian)

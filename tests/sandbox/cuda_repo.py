@@ -98,8 +98,9 @@ KEY_UID = "Sandbox CUDA repo signing key (throwaway, tests only) <sandbox-cuda@i
 # NVIDIA's repo once update 2 is published.
 _W = {w.project: w.version for w in cuda_wheels.CUDA13_WHEELS}
 RELEASES = {
-    "13.0.2": {"nvcc": _W["nvidia-cuda-nvcc"], "cudart": _W["nvidia-cuda-runtime"], "cccl": _W["nvidia-cuda-cccl"]},
-    "13.0.0": {"nvcc": "13.0.48", "cudart": "13.0.48", "cccl": "13.0.50"},
+    "13.0.2": {"nvcc": _W["nvidia-cuda-nvcc"], "cudart": _W["nvidia-cuda-runtime"], "cccl": _W["nvidia-cuda-cccl"],
+               "curand": _W["nvidia-curand"]},
+    "13.0.0": {"nvcc": "13.0.48", "cudart": "13.0.48", "cccl": "13.0.50", "curand": "10.4.0.35"},
 }
 DEFAULT_PARAMS = {"toolkit_versions": ["13.0.2", "13.0.0"], "driver_version": "580.95.05"}
 
@@ -223,7 +224,8 @@ def version_json(toolkit, rel):
 
 # (deb package, RELEASES key of its version) that cuda-toolkit-13-0 depends on with ">=", like NVIDIA's
 TOOLKIT_COMPONENTS = (("cuda-nvcc-13-0", "nvcc"), ("cuda-cudart-13-0", "cudart"), ("cuda-cudart-dev-13-0", "cudart"),
-                      ("cuda-cccl-13-0", "cccl"), ("cuda-cuobjdump-13-0", None))
+                      ("cuda-cccl-13-0", "cccl"), ("cuda-cuobjdump-13-0", None), ("libcurand-dev-13-0", "curand"),
+                      ("cuda-driver-dev-13-0", "cudart"))
 # the real compiler's packages: (package, wheel project whose version it takes, depends, description)
 COMPONENTS = (
     ("cuda-nvcc-13-0", "nvidia-cuda-nvcc", ["cuda-crt-13-0 (>= {nvidia-cuda-crt})", "cuda-nvvm-13-0 (>= {nvidia-nvvm})",
@@ -237,6 +239,11 @@ COMPONENTS = (
      "CUDA Runtime native Libraries\n libcudart.so.13 (nvidia-cuda-runtime wheel)."),
     ("cuda-cudart-dev-13-0", "nvidia-cuda-runtime", ["cuda-cudart-13-0 (>= {nvidia-cuda-runtime})"],
      "CUDA Runtime native dev links, headers\n The runtime headers, libcudart_static.a, libcudadevrt.a."),
+    ("libcurand-dev-13-0", "nvidia-curand", [],
+     "CURAND native dev links, headers\n The cuRAND headers (nvidia-curand wheel; its host library is left out)."),
+    ("cuda-driver-dev-13-0", "nvidia-cuda-runtime", [],
+     "CUDA Driver native dev stub library\n lib64/stubs/libcuda.so, what -lcuda links against without a driver "
+     "(sandbox: an empty library with the stub's soname, cuda_wheels.STUB_PATH)."),
     ("cuda-cuobjdump-13-0", "nvidia-cuda-cuobjdump", [],
      "CUDA cuobjdump\n From the nvidia-cuda-cuobjdump 13.2.51 wheel, the oldest on PyPI (it reads 13.0 objects)."),
 )

@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -75,6 +76,9 @@ CUDA13_WHEELS = (
     Wheel("nvidia-cuda-cccl", "13.0.85", "e0da7ad981f3a8aff08241b5bfc1af868742a63e2762f53a5171c492ef242649"),
     Wheel("nvidia-cuda-runtime", "13.0.96", "7f82250d7782aa23b6cfe765ecc7db554bd3c2870c43f3d1821f1d18aebf0548"),
     Wheel("nvidia-cuda-cuobjdump", "13.2.51", "95c69d3ddf0c2c1f535ec44c3433a66aeee19f588d9d22f73356e20b25f12b50"),
+    # cuRAND's headers: FlashInfer's sampling kernels include curand_kernel.h (the device-side generators, header only);
+    # the wheel is the one torch 2.14.1's cuda-toolkit[curand] 13.0.3 takes. Its host library is left out.
+    Wheel("nvidia-curand", "10.4.0.35", "1aee33a5da6e1db083fe2b90082def8915f30f3248d5896bcec36a579d941bfc"),
 )
 NVRTC_12_8 = Wheel("nvidia-cuda-nvrtc-cu12", "12.8.93",
                    "a7756528852ef889772a84c6cd89d41dfa74667e24cca16bb31f8f061e3e9994")
@@ -83,8 +87,14 @@ NVRTC_12_8 = Wheel("nvidia-cuda-nvrtc-cu12", "12.8.93",
 PACKAGE_OF = {
     "nvidia-cuda-nvcc": "cuda-nvcc-13-0", "nvidia-cuda-crt": "cuda-crt-13-0", "nvidia-nvvm": "cuda-nvvm-13-0",
     "nvidia-cuda-cccl": "cuda-cccl-13-0", "nvidia-cuda-runtime": "cuda-cudart-dev-13-0",
-    "nvidia-cuda-cuobjdump": "cuda-cuobjdump-13-0",
+    "nvidia-cuda-cuobjdump": "cuda-cuobjdump-13-0", "nvidia-curand": "libcurand-dev-13-0",
 }
+# The driver API's link stub (the real toolkit's cuda-driver-dev-13-0: targets/x86_64-linux/lib/stubs/libcuda.so, soname
+# libcuda.so.1), which ``-lcuda`` links against where no driver is installed; FlashInfer's JIT links every module with
+# ``-L$CUDA_HOME/lib64/stubs -lcuda``. No wheel carries it: built here with the host's gcc as an empty library with the
+# stub's soname (a shared object may leave the driver's symbols undefined; the driver resolves them at load time).
+STUB_PACKAGE = "cuda-driver-dev-13-0"
+STUB_PATH = TARGET + "/lib/stubs/libcuda.so"
 CUDART_VERSION = next(w.version for w in CUDA13_WHEELS if w.project == "nvidia-cuda-runtime")
 # symlinks of the real toolkit (package, path in the prefix, target)
 LINKS = (
@@ -150,6 +160,8 @@ def toolkit_path(project: str, member: str):
         return package, "nvvm/include/nvvm.h"
     if rel == "lib/libnvvm.so.4":
         return package, "nvvm/lib64/libnvvm.so.4"
+    if project == "nvidia-curand" and not rel.startswith("include/"):
+        return None
     if rel == "lib/libcudart.so.13":
         return "cuda-cudart-13-0", TARGET + "/lib/libcudart.so." + CUDART_VERSION
     if rel.startswith(("include/", "lib/")):
@@ -190,6 +202,15 @@ def toolkit(cache=None) -> dict:
                         mode = (info.external_attr >> 16) & 0o777
                         os.chmod(dest, 0o755 if mode & 0o111 else 0o644)
                         packages.setdefault(package, []).append(rel)
+            stub = home / STUB_PATH
+            stub.parent.mkdir(parents=True, exist_ok=True)
+            empty = base / "libcuda-stub.c"
+            empty.write_text("/* the CUDA driver's link stub (cuda_wheels.STUB_PATH) */\n")
+            subprocess.run(["gcc", "-shared", "-fPIC", "-nostdlib", "-Wl,-soname,libcuda.so.1", "-o", str(stub),
+                            str(empty)], check=True)
+            empty.unlink()
+            os.chmod(stub, 0o644)
+            packages.setdefault(STUB_PACKAGE, []).append(STUB_PATH)
             for package, rel, target in LINKS:
                 link = home / rel
                 link.parent.mkdir(parents=True, exist_ok=True)

@@ -38,11 +38,13 @@ HF_PINS = (
 )
 
 
-# The node: Debian 12's CPython 3.11 on x86_64, glibc 2.36 (the controller may differ, so pip is told). sglang 0.5.23's
-# wheel is manylinux_2_34.
+# The node: Debian 12's CPython 3.11 on x86_64, glibc 2.36 (the controller may differ, so pip is told). pip takes a
+# --platform as given, without the older manylinux tags the node's pip would also accept, so each is listed: glibc
+# 2.5 to 2.36 and the legacy aliases (sglang 0.5.23's wheel is manylinux_2_34, llguidance's manylinux_2_24).
 NODE_TARGET = ("--python-version", "3.11", "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
-               "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
-               "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_34_x86_64", "--platform", "any")
+               *(arg for tag in ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64"]
+                 + ["manylinux_2_%d_x86_64" % minor for minor in range(5, 37)] + ["linux_x86_64", "any"]
+                 for arg in ("--platform", tag)))
 
 
 def _norm(name: str) -> str:
