@@ -23,7 +23,7 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     git/flashinfer.git           bare repo, tag v0.7.2 (with FlashInfer 0.7.2's own arch-flag code, real_sources.py)
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
-    wheelhouse/closure/          the real sglang 0.5.23 closure (208 wheels, 4.1 GB) the GPU nodes' releases install
+    wheelhouse/closure/          the real sglang 0.5.23 closure (208 wheels, 4.4 GB) the GPU nodes' releases install
                                  from, hardlinked from the per-machine cache (closure.py: downloaded once per machine)
     wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py, with torch 2.14.1's own
                                  cpp_extension arch-flag functions), with a PEP 503 index in wheelhouse/simple/

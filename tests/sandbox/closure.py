@@ -2,7 +2,7 @@
 """The real SGLang closure for the sandbox nodes: a per-machine wheel cache served to them as a fleet wheelhouse.
 
 ``sglang==<deployment_sglang_version>`` and its whole dependency closure (207 packages for Debian 12's CPython 3.11,
-about 4.1 GB of wheels: torch 2.14.1+cu130, the CUDA 13 ``nvidia-*`` libraries, triton 3.8.0, sglang-kernel 0.4.10,
+about 4.4 GB of wheels: torch 2.14.1+cu130, the CUDA 13 ``nvidia-*`` libraries, triton 3.8.0, sglang-kernel 0.4.10,
 flashinfer-python 0.7.2, ...) held to the pins the product installs with (read from the roles' defaults, their one
 place: ``sglang_build_torch_version``, ``sglang_build_constraints``, ``flashinfer_build_version``), plus what the
 release build installs besides (``uv==sglang_build_uv_version``). Downloaded once per machine with pip into

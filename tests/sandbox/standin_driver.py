@@ -17,6 +17,13 @@ sandbox's nvidia-smi and its monitoring read):
   for the GPU (SASS of the same major and a minor not above the GPU's, or PTX not above it); otherwise it raises what
   the real runtime raises, ``CUDA error: no kernel image is available for execution on the device``.
 
+Where the texts come from: both are torch 2.14.1+cu130's own, in its ``torch/lib/libc10_cuda.so`` (the wheel's file;
+read with ``strings`` on this project's machine): "Found no NVIDIA driver on your system..." (raised by
+``torch._C._cuda_init`` when no driver loads, seen verbatim here from the real torch without this stand-in), and the
+two lines after the CUDA error ("CUDA kernel errors might be asynchronously reported..." and "For debugging consider
+passing CUDA_LAUNCH_BLOCKING=1"); "no kernel image is available for execution on the device" is the CUDA runtime's
+``cudaGetErrorString(cudaErrorNoKernelImageForDevice)``, which torch prefixes with "CUDA error: ".
+
 Everything else of torch is the real package. Nothing here runs on a real host.
 """
 
