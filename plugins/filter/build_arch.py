@@ -9,6 +9,8 @@
     compute capabilities -> torch's ``TORCH_CUDA_ARCH_LIST``.
 ``sm_arch``
     one compute capability -> torch's arch name (``12.0`` -> ``sm_120``, as ``torch.cuda.get_arch_list()`` lists).
+``flashinfer_jit_cache_requirement``
+    FlashInfer's version + the CUDA release -> the requirement of its AOT kernels, ``flashinfer-jit-cache==0.7.2+cu130``.
 
 The facts: FlashInfer's ``FLASHINFER_CUDA_ARCH_LIST`` is space-separated and torch's ``TORCH_CUDA_ARCH_LIST``
 semicolon-separated; SM120 (compute capability 12.0, RTX PRO 6000 Blackwell) is ``12.0f`` (the family build) with
@@ -74,10 +76,29 @@ def sm_arch(compute_capability) -> str:
     return f"sm_{major}{minor}"
 
 
+def flashinfer_jit_cache_requirement(flashinfer_version, cuda_version) -> str:
+    """Return the pip requirement of FlashInfer's AOT kernels for ``flashinfer_version`` built with CUDA ``cuda_version``.
+
+    FlashInfer publishes ``flashinfer-jit-cache`` per CUDA release on its own index, versioned as its own release with
+    the CUDA release as the local version (``0.7.2+cu130``). FlashInfer 0.7.2 (``flashinfer/jit/env.py``,
+    ``_check_jit_cache_version``) ignores, with only a logged warning, a jit-cache whose version is neither its own nor
+    its own followed by ``+``: every module would then be compiled with nvcc at first use.
+    """
+    version = str(flashinfer_version).strip()
+    if not version or "+" in version:
+        raise AnsibleFilterError(f"flashinfer_jit_cache_requirement needs FlashInfer's release version (such as 0.7.2), "
+                                 f"got {flashinfer_version!r}")
+    cuda = _version_tuple(cuda_version)
+    if len(cuda) < 2:
+        raise AnsibleFilterError(f"flashinfer_jit_cache_requirement needs a CUDA release such as 13.0, got {cuda_version!r}")
+    return "flashinfer-jit-cache==%s+cu%d%d" % (version, cuda[0], cuda[1])
+
+
 class FilterModule:
     def filters(self):
         return {
             "flashinfer_arch_list": flashinfer_arch_list,
             "torch_arch_list": torch_arch_list,
             "sm_arch": sm_arch,
+            "flashinfer_jit_cache_requirement": flashinfer_jit_cache_requirement,
         }

@@ -14,8 +14,9 @@
     sglang (what release.json records; null for one that is not installed).
 ``release_install_command``
     the release, its installer (uv or pip), index arguments and requirements -> the one shell command that installs
-    torch (from its own index when one is set) and then FlashInfer and SGLang into the release venv, held to
-    constraints.txt, logging to build.log (every word quoted here, not in a template).
+    torch (from its own index when one is set), then FlashInfer and SGLang, then FlashInfer's AOT kernels
+    (flashinfer-jit-cache, from their own index, when asked for) into the release venv, held to constraints.txt,
+    logging to build.log (every word quoted here, not in a template).
 ``prune_selection``
     ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
     delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
@@ -180,7 +181,9 @@ def release_install_command(spec: dict) -> str:
     ``uv`` (uv's path) and ``cache_dir`` (uv's cache, on the releases' filesystem) and ``compile_bytecode`` for uv,
     ``pip_args`` (index or wheelhouse arguments, e.g. ``[--no-index, --find-links, DIR]``), ``requirements`` (FlashInfer's
     then SGLang's), ``torch`` (``version``, ``index_url``: when set torch is installed first from that index alone, with
-    ``pip_args`` of its own) and ``nice`` (0-19). Both installers take the same index arguments."""
+    ``pip_args`` of its own), ``jit_cache`` (``requirement``, ``pip_args``: when a requirement is set it is installed
+    last, without dependencies, from those index arguments, else the release's) and ``nice`` (0-19). Both installers
+    take the same index arguments."""
     installer = spec.get("installer")
     if installer not in INSTALLERS:
         raise AnsibleFilterError("release_install_command: installer must be one of %s, got %r"
@@ -196,6 +199,11 @@ def release_install_command(spec: dict) -> str:
         runs.append(_install_argv(spec, ["--index-url", torch["index_url"], *(torch.get("pip_args") or [])],
                                   ["torch==%s" % torch["version"]]))
     runs.append(_install_argv(spec, list(spec.get("pip_args") or []), [r for r in spec["requirements"] if r]))
+    jit_cache = spec.get("jit_cache") or {}
+    if jit_cache.get("requirement"):
+        # flashinfer-jit-cache declares no dependencies; --no-deps keeps its index from answering for anything else.
+        runs.append(_install_argv(spec, ["--no-deps", *(jit_cache.get("pip_args") or spec.get("pip_args") or [])],
+                                  [jit_cache["requirement"]]))
     body = " && ".join(prefix + shlex.join(str(word) for word in argv) for argv in runs)
     return "{ set -o pipefail; %s; } > %s 2>&1" % (body, shlex.quote("%s/build.log" % spec["release"]))
 

@@ -31,6 +31,26 @@ def test_arch_list_deduplicates_and_keeps_other_capabilities():
     assert arch.torch_arch_list(["12.0", "12.0"]) == "12.0"
 
 
+@pytest.mark.parametrize("version, cuda, expected", [
+    ("0.7.2", "13.0", "flashinfer-jit-cache==0.7.2+cu130"),
+    ("0.7.2", "12.9", "flashinfer-jit-cache==0.7.2+cu129"),
+    ("0.7.2", "13.0.2", "flashinfer-jit-cache==0.7.2+cu130"),
+])
+def test_flashinfer_aot_kernels_are_flashinfers_version_with_the_cuda_release_as_local_version(version, cuda, expected):
+    assert arch.flashinfer_jit_cache_requirement(version, cuda) == expected
+
+
+@pytest.mark.parametrize("version, cuda, words", [
+    ("0.7.2+cu130", "13.0", "FlashInfer's release version (such as 0.7.2), got '0.7.2+cu130'"),
+    ("", "13.0", "got ''"),
+    ("0.7.2", "13", "a CUDA release such as 13.0, got '13'"),
+    ("0.7.2", "thirteen", "not a dotted version number: 'thirteen'"),
+])
+def test_flashinfer_aot_requirement_refuses_what_flashinfer_would_ignore(version, cuda, words):
+    with pytest.raises(AnsibleFilterError, match=re.escape(words)):
+        arch.flashinfer_jit_cache_requirement(version, cuda)
+
+
 @pytest.mark.parametrize(
     "mem_gib, cores, expected",
     [
@@ -245,6 +265,21 @@ def test_pip_install_and_a_torch_index_and_priority():
                               "--index-url", "https://mirror/whl/cu130", "--no-cache-dir", *constraints, "torch==2.14.1"]
     assert rest == prefix + [python, "-m", "pip", "install", "--disable-pip-version-check",
                              "--find-links", "/srv/wheel house", *constraints, "sglang==0.5.23"]
+
+
+def test_flashinfers_aot_kernels_are_installed_last_without_dependencies_from_their_own_index():
+    aot = "flashinfer-jit-cache==0.7.2+cu130"
+    rest, jit_cache = _runs(release.release_install_command(_install_spec(
+        jit_cache={"requirement": aot, "pip_args": ["--index-url", "https://flashinfer.ai/whl/cu130"]})))
+    assert rest[-2:] == ["flashinfer-python==0.7.2", "sglang==0.5.23"] and aot not in rest
+    assert jit_cache[-6:] == ["--no-deps", "--index-url", "https://flashinfer.ai/whl/cu130",
+                              "-c", "/opt/sglang/releases/0123456789abcdef/constraints.txt", aot]
+    assert jit_cache[:2] == ["/opt/sglang/tools/uv/bin/uv", "pip"] and "--link-mode" in jit_cache
+    # no index of its own: the release's (a wheelhouse that holds it)
+    _rest, jit_cache = _runs(release.release_install_command(_install_spec(jit_cache={"requirement": aot, "pip_args": []})))
+    assert jit_cache[-6:-2] == ["--no-deps", "--find-links", "/srv/wheel house", "-c"]
+    # none asked for: one run, as before
+    assert len(_runs(release.release_install_command(_install_spec(jit_cache={"requirement": "", "pip_args": []})))) == 1
 
 
 @pytest.mark.parametrize("over, words", [
