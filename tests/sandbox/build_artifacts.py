@@ -25,6 +25,8 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
     wheelhouse/closure/          the real sglang 0.5.23 closure (208 wheels, 4.4 GB) the GPU nodes' releases install
                                  from, hardlinked from the per-machine cache (closure.py: downloaded once per machine)
+    wheelhouse/flashinfer-jit-cache/  FlashInfer's AOT kernels as flashinfer-jit-cache==0.7.2+cu130, made from one real
+                                 compile per machine (flashinfer_aot.py: the real flashinfer-python and nvcc)
     wheelhouse/                  build backends + the stand-in torch wheel (fake_torch.py, with torch 2.14.1's own
                                  cpp_extension arch-flag functions), with a PEP 503 index in wheelhouse/simple/
                                  (node index URL file:///srv/sandbox/wheelhouse/simple)
@@ -228,6 +230,15 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
             "hardlinked" if info["linked"] else "copied", info["cache"] + (" (downloaded now)" if info["downloaded"]
                                                                          else ""))
 
+    def flashinfer_jit_cache():
+        import flashinfer_aot
+        info = flashinfer_aot.build(out)
+        manifest["artifacts"]["flashinfer_jit_cache"] = {"path": _node(out / flashinfer_aot.NODE_DIR, out),
+                                                         "wheel": info["wheel"], "modules": sorted(info["modules"])}
+        return "%s %s (%s) %s" % (_node(out / flashinfer_aot.NODE_DIR, out), info["wheel"], ", ".join(sorted(info["modules"])),
+                                  "compiled now in %.0f s" % info["compile_seconds"] if info["built"]
+                                  else "from " + info["cache"])
+
     def torch_wheel():
         name, changed = fake_torch.build_torch_wheel(out / "wheelhouse",
                                                      cpp_extension=real_sources.torch_cpp_extension())
@@ -248,6 +259,8 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("sim/sglang", simulator)
     step("gpus.json", gpus)
     step("cuda-repo", repo)
+    # after the closure and the toolkit: the real FlashInfer compiles its modules with the real nvcc, once per machine
+    step("wheelhouse/flashinfer-jit-cache", flashinfer_jit_cache)
     step("debian-repo", debian)
     step("models/Kimi-K2.5", model)
     step("git/flashinfer.git", flashinfer)
