@@ -205,6 +205,72 @@ def podman(*args):
     return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+# CUDA's compiler driver and the programs it runs (a FlashInfer JIT module or a kernel build compiles through them).
+COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "nvlink", "cudafe++")
+# Run inside a node: every 0.2 s, each live process whose name is one of argv[2] (comma-separated), with its nice value,
+# appended to argv[1] as [wall time, pid, name, nice], until argv[1] + ".stop" exists or argv[3] seconds have passed.
+# /proc/<pid>/stat: the name in parentheses, then state (field 3) ... nice (field 19).
+SAMPLER = """
+import json, os, sys, time
+names, deadline = set(sys.argv[2].split(",")), time.time() + float(sys.argv[3])
+with open(sys.argv[1], "a") as out:
+    while time.time() < deadline and not os.path.exists(sys.argv[1] + ".stop"):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                stat = open("/proc/%s/stat" % pid).read()
+            except OSError:
+                continue
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            if name in names:
+                out.write(json.dumps([time.time(), int(pid), name, int(stat[stat.rindex(")") + 2:].split()[16])]) + "\\n")
+        out.flush()
+        time.sleep(0.2)
+"""
+
+
+class Compilers:
+    """The CUDA compiler processes each node ran during a case (a sampler inside each node), to check that none ran on
+    a node in rotation at the server's priority, nor on a node out of rotation (the window holds drain and restart)."""
+
+    PATH = "/run/rolling-redeploy-compilers.jsonl"
+
+    def start(self, max_s):
+        for node in NODES:
+            podman("exec", node, "rm", "-f", self.PATH, self.PATH + ".stop")
+            podman("exec", "-d", node, "python3", "-c", SAMPLER, self.PATH, ",".join(COMPILERS), str(max_s))
+
+    def stop(self):
+        """{node: [(wall time, pid, name, nice)]}."""
+        seen = {}
+        for node in NODES:
+            podman("exec", node, "touch", self.PATH + ".stop")
+        time.sleep(0.5)
+        for node in NODES:
+            text = podman("exec", node, "cat", self.PATH)
+            seen[node] = [tuple(json.loads(line)) for line in text.splitlines() if line.strip()]
+        return seen
+
+
+def compiler_figures(samples, windows):
+    """Per node: the compiler processes seen (by pid: name, nice, first and last seen), and those that ran at the
+    server's priority (nice 0) or while the node was out of rotation."""
+    out = {}
+    for node, rows in samples.items():
+        procs = {}
+        for t, pid, name, nice in rows:
+            p = procs.setdefault(pid, {"name": name, "nice": nice, "first": t, "last": t})
+            p["last"], p["nice"] = t, min(p["nice"], nice)
+        spans = [(w["start"], w["end"]) for w in windows if w["node"] == node]
+        out[node] = {
+            "processes": len(procs), "names": sorted({p["name"] for p in procs.values()}),
+            "nice": sorted({p["nice"] for p in procs.values()}),
+            "at_server_priority": sorted("%s(pid %d)" % (p["name"], pid) for pid, p in procs.items() if p["nice"] <= 0),
+            "out_of_rotation": sorted("%s(pid %d)" % (p["name"], pid) for pid, p in procs.items()
+                                      if any(a <= p["last"] and p["first"] <= b for a, b in spans)),
+        }
+    return out
+
+
 def router_url():
     ip = podman("inspect", ROUTER, "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}")
     return "http://%s:%d" % (ip, PORT)
@@ -460,7 +526,8 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
     url = args.router_url or router_url()
     before = {n: current_release(n) for n in NODES}
     models_before = {n: current_model(n) for n in NODES}
-    load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
+    load, rotation, compilers = Load(url, args.clients, args.max_s), Rotation(url), Compilers()
+    compilers.start(args.max_s)
     rotation.start()
     load.start()
     time.sleep(args.rest_s)  # latency at rest, before the playbook touches anything
@@ -469,6 +536,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
     time.sleep(2)  # requests right after the last node came back count too
     load.stop()
     out_of_rotation = rotation.stop()
+    compiled = compilers.stop()
     after = {n: current_release(n) for n in NODES}
     models_after = {n: current_model(n) for n in NODES}
     failed = [r for r in load.results if not r[2]]
@@ -492,6 +560,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
         "p99_rest_ms": p99(lambda t: t < started), "p99_prepare_ms": p99(lambda t: started <= t < first_out),
         "p99_switch_ms": p99(lambda t: t >= first_out),
         "out_of_rotation_s": out_of_rotation, "windows": windows, "writes_inside_windows": inside,
+        "compilers": compiler_figures(compiled, windows),
         "router_poll_errors": rotation.errors,
         "release_before": {n: os.path.basename(v) for n, v in before.items()},
         "release_after": {n: os.path.basename(v) for n, v in after.items()},
@@ -650,6 +719,10 @@ def print_figures(f):
         print("   %-20s out of rotation %6.1f s = drain %s s + restart-to-ready %s s + the rest %s s"
               % (w["node"], w["out_s"], w["drain_s"], w["restart_to_ready_s"], w["rest_s"]))
     print("   build or staging writes inside a window out of rotation: %s" % (f["writes_inside_windows"] or "none"))
+    for n, c in sorted(f["compilers"].items()):
+        print("   %s: %d CUDA compiler process(es) %s at nice %s; at the server's priority: %s; out of rotation: %s"
+              % (n, c["processes"], c["names"], c["nice"] or "-", c["at_server_priority"] or "none",
+                 c["out_of_rotation"] or "none"))
     for n in NODES:
         print("   %s: release %s -> %s, model %s -> %s" % (n, f["release_before"][n], f["release_after"][n],
                                                            f["model_before"][n], f["model_after"][n]))
@@ -673,6 +746,11 @@ def window_problems(name, f, max_rest_s, nodes=None):
     if f["writes_inside_windows"]:
         problems.append("%s: build or staging writes while a node was out of rotation: %s"
                         % (name, f["writes_inside_windows"]))
+    for n, c in sorted(f["compilers"].items()):
+        if c["at_server_priority"] or c["out_of_rotation"]:
+            problems.append("%s: %s ran the CUDA compiler at the server's priority (%s) or out of rotation (%s): only the "
+                            "prepare may compile, at its lower priority" % (name, n, c["at_server_priority"] or "none",
+                                                                           c["out_of_rotation"] or "none"))
     if f["failed"]:
         problems.append("%s: %d failed requests" % (name, f["failed"]))
     if not f["long_requests"]:
