@@ -17,6 +17,10 @@
     torch (from its own index when one is set), then FlashInfer and SGLang, then FlashInfer's AOT kernels
     (flashinfer-jit-cache, from their own index, when asked for) into the release venv, held to constraints.txt,
     logging to build.log (every word quoted here, not in a template).
+``wheelhouse_download_commands``
+    what a release installs (``sglang_build_pins``) -> the ``pip download`` runs that fill a fleet's wheelhouse with it
+    (torch from its own index when set, the closure held to constraints.txt with the installer, FlashInfer's AOT
+    package from its index), each an argv list.
 ``prune_selection``
     ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
     delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
@@ -208,6 +212,38 @@ def release_install_command(spec: dict) -> str:
     return "{ set -o pipefail; %s; } > %s 2>&1" % (body, shlex.quote("%s/build.log" % spec["release"]))
 
 
+def wheelhouse_download_commands(pins: dict, dest: str, pip: str, constraints: str, index_args=None,
+                                 jit_cache_args=None) -> list:
+    """The ``pip download`` runs (argv lists) that put into ``dest`` every wheel a release installs.
+
+    ``pins``: ``sglang_build_pins`` (``requirements``, ``torch`` {version, index_url, pip_args}, ``jit_cache``
+    {requirement}, ``installer``); ``pip``: the pip to run (``<venv>/bin/pip``); ``constraints``: the path of the
+    release's constraints.txt on that host; ``index_args``: where the wheelhouse downloads from (``[]``: the index pip
+    is configured with; the nodes' own ``pip_args`` point at the wheelhouse, so they are not used); ``jit_cache_args``:
+    the index of FlashInfer's AOT package (FlashInfer's own). Binary wheels only, as the nodes install them. Torch comes
+    first from its own index when one is set; FlashInfer's AOT package last, without dependencies."""
+    missing = [key for key in ("requirements",) if not (pins or {}).get(key)]
+    if missing or not dest or not pip or not constraints:
+        raise AnsibleFilterError("wheelhouse_download_commands needs pins with requirements, a destination, a pip and "
+                                 "a constraints file")
+    if (pins or {}).get("method", "wheel") != "wheel":
+        raise AnsibleFilterError("a wheelhouse holds the wheel method's packages; sglang_build_method is %r"
+                                 % pins.get("method"))
+    base = [pip, "download", "--disable-pip-version-check", "--only-binary=:all:", "--dest", dest]
+    index = [str(arg) for arg in (index_args or [])]
+    runs = []
+    torch = pins.get("torch") or {}
+    if torch.get("index_url"):
+        runs.append(base + ["--index-url", torch["index_url"], *(torch.get("pip_args") or []), "-c", constraints,
+                            "torch==%s" % torch["version"]])
+    requirements = [str(r) for r in pins["requirements"] if r] + ([pins["installer"]] if pins.get("installer") else [])
+    runs.append(base + index + ["-c", constraints] + requirements)
+    jit_cache = (pins.get("jit_cache") or {}).get("requirement")
+    if jit_cache:
+        runs.append(base + ["--no-deps", *[str(arg) for arg in (jit_cache_args or index)], jit_cache])
+    return runs
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -216,4 +252,5 @@ class FilterModule:
             "installed_stack": installed_stack,
             "prune_selection": prune_selection,
             "release_install_command": release_install_command,
+            "wheelhouse_download_commands": wheelhouse_download_commands,
         }

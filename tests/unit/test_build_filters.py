@@ -282,6 +282,37 @@ def test_flashinfers_aot_kernels_are_installed_last_without_dependencies_from_th
     assert len(_runs(release.release_install_command(_install_spec(jit_cache={"requirement": "", "pip_args": []})))) == 1
 
 
+def _pins(**over):
+    pins = {"method": "wheel", "requirements": ["flashinfer-python==0.7.2", "sglang==0.5.23"], "installer": "uv==0.13.9",
+            "torch": {"version": "2.14.1", "index_url": "", "pip_args": []},
+            "jit_cache": {"requirement": "", "pip_args": []}}
+    pins.update(over)
+    return pins
+
+
+def test_the_wheelhouse_downloads_the_closure_with_the_installer_held_to_the_releases_pins():
+    (run,) = release.wheelhouse_download_commands(_pins(), "/srv/wheelhouse", "/opt/pip/bin/pip", "/srv/c.txt",
+                                                  ["--index-url", "https://mirror/simple"])
+    assert run == ["/opt/pip/bin/pip", "download", "--disable-pip-version-check", "--only-binary=:all:", "--dest",
+                   "/srv/wheelhouse", "--index-url", "https://mirror/simple", "-c", "/srv/c.txt",
+                   "flashinfer-python==0.7.2", "sglang==0.5.23", "uv==0.13.9"]
+
+
+def test_the_wheelhouse_takes_torch_and_flashinfers_aot_package_from_their_own_indexes():
+    pins = _pins(installer="", torch={"version": "2.14.1", "index_url": "https://torch/cu130", "pip_args": ["-q"]},
+                 jit_cache={"requirement": "flashinfer-jit-cache==0.7.2+cu130", "pip_args": []})
+    torch, rest, aot = release.wheelhouse_download_commands(pins, "/w", "pip", "/c.txt", [],
+                                                            ["--index-url", "https://flashinfer.ai/whl/cu130"])
+    assert torch[6:] == ["--index-url", "https://torch/cu130", "-q", "-c", "/c.txt", "torch==2.14.1"]
+    assert rest[6:] == ["-c", "/c.txt", "flashinfer-python==0.7.2", "sglang==0.5.23"]
+    assert aot[6:] == ["--no-deps", "--index-url", "https://flashinfer.ai/whl/cu130", "flashinfer-jit-cache==0.7.2+cu130"]
+
+
+def test_the_wheelhouse_refuses_a_source_build():
+    with pytest.raises(AnsibleFilterError, match="a wheelhouse holds the wheel method's packages; sglang_build_method is 'source'"):
+        release.wheelhouse_download_commands(_pins(method="source"), "/w", "pip", "/c.txt")
+
+
 @pytest.mark.parametrize("over, words", [
     ({"installer": "conda"}, "installer must be one of uv, pip, got 'conda'"),
     ({"uv": "", "cache_dir": ""}, "uv, cache_dir missing for the uv installer"),
