@@ -75,8 +75,9 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
   else
     # Two lanes at once: each scenario has its own container and network, and the faults and monitoring scenarios
     # mostly wait on their time-scaled windows, so on 2 cores the pair takes about as long as the longer lane. Balanced
-    # by the times at e6096b8 (in lanes): faults 14, monitoring ~12 (alone), preflight 3 beside default 7, releases 8,
-    # staging 7, the fleet's deploy 8 minutes.
+    # by the times of 2026-12-05 (in lanes; the real SGLang closure in every scenario but releases): faults 14-16,
+    # monitoring 12, preflight 2 beside default 12 (its side effect compiles FlashInfer's real module), releases 6,
+    # staging 6, the fleet's deploy 5 minutes.
     lane_a="faults monitoring preflight"
     lane_b="default releases staging $rolling"
     step "molecule in two lanes: [$lane_a] beside [$lane_b]"

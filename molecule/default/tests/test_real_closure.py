@@ -2,8 +2,9 @@
 from the artifacts' wheelhouse/closure (tests/sandbox/closure.py), probed with the real packages, FlashInfer's sampling
 module loaded from its AOT package (flashinfer-jit-cache, made from one real compile per machine:
 tests/sandbox/flashinfer_aot.py), so no nvcc ran on the node; only the server itself is the simulator, ahead of the real
-sglang for its unit alone. side_effect.yml prepared a second release of the same stack beside it, as the rolling
-redeploy prepares one; it came from the node's package cache alone and shares every package file with the first."""
+sglang for its unit alone. side_effect.yml prepared a second release beside it, as the rolling redeploy prepares one, on
+the product's default FlashInfer path: its warm compiled the real sampling module with the real nvcc on the node; it came
+from the node's package cache alone and shares every package file with the first."""
 
 import json
 import os
@@ -64,19 +65,29 @@ def _second(host):
     return current, second
 
 
+def test_the_second_release_compiled_flashinfers_real_module_on_the_node_without_the_aot_package(host):
+    _current, second = _second(host)
+    release = json.loads(host.file(f"{second}/release.json").content_string)
+    assert "flashinfer-jit-cache" not in release["installed"]
+    (module,) = release["flashinfer_warm"]["modules"]
+    assert module["module"] == "sampling" and module["result"] == "compiled" and not module["aot"]
+    assert module["path"].startswith(f"{second}/flashinfer/") and host.file(module["path"]).exists
+    assert release["probe"]["kernel_report"]["flashinfer JIT cache"]["with_sm_120"] == ["cached_ops/sampling/sampling"]
+
+
 def test_a_second_release_installs_from_the_package_cache_alone_and_shares_its_files(host):
     current, second = _second(host)
     assert host.file("/opt/sglang/current").linked_to == current  # prepared: current untouched
     log = host.file(f"{second}/build.log").content_string
     # uv read no wheel: every package came from the node's package cache ("Prepared N packages" is each one unpacked)
     assert re.search(r"^Installed \d{3} packages", log, re.M) and "Prepared" not in log, log
-    freeze = [host.file(f"{path}/freeze.txt").content_string.splitlines() for path in (current, second)]
-    assert freeze[0] == freeze[1]
+    freeze = [set(host.file(f"{path}/freeze.txt").content_string.splitlines()) for path in (current, second)]
+    assert freeze[0] - freeze[1] == {"flashinfer-jit-cache==0.7.2+cu130"} and freeze[1] <= freeze[0]
     # one inode for each package file: the serving release, the second one and uv's package cache
     torch_lib = "venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so"
     inodes = host.run(f"stat -c '%i %h' {current}/{torch_lib} {second}/{torch_lib}").stdout.splitlines()
     assert len(set(inodes)) == 1 and int(inodes[0].split()[1]) >= 3, inodes
-    # what the second adds on disk: its own bytecode and the links, not the 9.5 GB of packages
+    # what the second adds on disk: its own bytecode, its compiled module and the links, not the 9.5 GB of packages
     first, added = (int(line.split()[0]) for line in host.run(f"du -sb {current} {second}").stdout.splitlines())
     assert first > 8e9 and added < 2e9, (first, added)
 
