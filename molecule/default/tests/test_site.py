@@ -69,7 +69,12 @@ def test_execstart_runs_exactly_the_rendered_argv(host):
     """Round trip through systemd's own command-line parser: the running process's argv."""
     expected = json.loads(host.file("/etc/sglang/kimi.argv.json").content_string)
     pid = host.run(f"systemctl show -p MainPID --value {UNIT}").stdout.strip()
-    cmdline = host.file(f"/proc/{pid}/cmdline").content.split(b"\0")[:-1]
+    # the main process is the log wrapper (its shebang's python3), the server its only child
+    wrapper = [c.decode() for c in host.file(f"/proc/{pid}/cmdline").content.split(b"\0")[:-1]]
+    assert wrapper == ["/usr/bin/python3", "/usr/local/lib/sglang-service/sglang_log_lines.py", "--"] + expected
+    child = host.run(f"pgrep -P {pid}").stdout.split()
+    assert len(child) == 1
+    cmdline = host.file(f"/proc/{child[0]}/cmdline").content.split(b"\0")[:-1]
     assert [c.decode() for c in cmdline] == expected
     for flag in ["--tp-size", "--trust-remote-code", "--tool-call-parser", "--reasoning-parser",
                  "--enable-hierarchical-cache"]:
