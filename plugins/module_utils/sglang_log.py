@@ -27,7 +27,7 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import (
-    WHEEL_FUNCTIONS, WHEEL_TEXT, any_text_re, text_re,
+    FOREIGN_TEXT, WHEEL_FUNCTIONS, WHEEL_TEXT, any_text_re, text_re,
 )
 
 __metaclass__ = type
@@ -69,9 +69,14 @@ SUBPROCESS_CRASH_RE = text_re("subprocess_crashed")
 CONFIG_ERROR_RE = text_re("config_invalid")
 # Fatal lines that come without a Python traceback (signals, OOM killer, C++ aborts).
 FATAL_RE = any_text_re("faulthandler", "segfault", "cuda_oom", "torch_oom", "oom_killer", "nccl_error", "cpp_terminate")
+# uvicorn's one ERROR line when the port is taken (no traceback; the process lives on for the warmup's 120 polls):
+# "[2026-12-05 10:00:00] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): ..."
+BIND_RE = re.compile(r"(?P<error>\[Errno \d+\] (?:%s) \((?P<address>.*?), (?P<port>\d+)\): .*)$"
+                     % FOREIGN_TEXT["bind_failed"][0])
 TOKENIZER_FRAME_RE = re.compile(r", in (?:%s)$" % "|".join(WHEEL_FUNCTIONS))
 # What the first error says about where it happened, checked in this order (error text or failure line).
 ERROR_PHASES = (
+    (text_re("bind_failed"), "http_server"),
     (text_re("warmup_failed"), "warmup"),
     (text_re("hicache_no_memory"), "hicache_alloc"),
     (text_re("hicache_nothing_left"), "hicache_alloc"),
@@ -229,7 +234,8 @@ def exception_line(traceback_text):
 def crash_phase(lines, failure_at, error, died=None, traceback=None):
     """Phase the server was in when it failed.
 
-    What the failure says wins: a warmup error -> ``warmup``; no host memory for HiCache -> ``hicache_alloc``;
+    What the failure says wins: a warmup error, or a rank's failure after the port opened (the warmup request's
+    forward) -> ``warmup``; no host memory for HiCache -> ``hicache_alloc``;
     a failed CUDA graph capture -> the capture phase of that rank (``decode_graph_capture`` when unknown); a
     traceback through the tokenizer/processor loaders -> ``tokenizer_load``. Otherwise the phase the failing
     rank had reached before line ``failure_at`` (a rank that never logged died as it started); ``config`` when
@@ -251,6 +257,10 @@ def crash_phase(lines, failure_at, error, died=None, traceback=None):
             return phase
     if traceback and any(TOKENIZER_FRAME_RE.search(line) for line in traceback.splitlines()):
         return "tokenizer_load"
+    if key and key in ranks and current_phase(before) in ("http_server", "warmup"):
+        # a rank failed after the port opened and before ready: in the forward of the warmup request, the only
+        # request there is (0.5.23: every rank raises, SIGQUITs the parent; the warmup never gets an answer)
+        return "warmup"
     if died is not None and ranks and current_phase(before) not in PARENT_PHASES:
         by_tp = dict((_tp_of(k), p) for k, p in ranks.items())
         phase = by_tp.get(died["rank"], "starting")
@@ -270,12 +280,14 @@ def parse_log(text):
         ``last_progress``), ``ready`` (bool), ``traceback`` (str|None), ``error`` (the
         traceback's last line, the ``scheduler died`` line, or another fatal line; str|None),
         ``scheduler_died`` (dict rank, exit_code, line | None; also the watchdog's ``Subprocess
-        ... crashed`` after ready), ``sigquit`` (bool), ``crash_phase`` (phase at the first
+        ... crashed`` after ready), ``sigquit`` (bool), ``bind_failed`` (dict address, port, error: uvicorn could
+        not bind the port, a failure although the process lives on | None), ``crash_phase`` (phase at the first
         failure, see ``crash_phase``; None without failure), ``ranks`` (dict rank key such as ``"TP3"`` ->
         that rank's furthest phase), ``size`` (int, characters -- grows while the log advances).
     """
     lines = split_lines(text)
     tb = first_traceback(lines)
+    bind = None
     died = None
     fatal = None
     sigquit = False
@@ -301,9 +313,15 @@ def parse_log(text):
             hit = True
         if TRACEBACK_START in line:
             hit = True
+        if bind is None:
+            match = BIND_RE.search(line)
+            if match:
+                bind = {"address": match.group("address").strip("'\""), "port": int(match.group("port")),
+                        "error": match.group("error").strip()}
+                hit = True
         if hit and failure_at is None:
             failure_at = pos
-    error = exception_line(tb) or (died and died["line"]) or fatal
+    error = exception_line(tb) or (died and died["line"]) or (bind and bind["error"]) or fatal
     ranks, dummy = phases_by_rank(lines)
     return {
         "phase": current_phase(lines),
@@ -314,6 +332,7 @@ def parse_log(text):
         "error": error,
         "scheduler_died": died,
         "sigquit": sigquit,
+        "bind_failed": bind,
         "crash_phase": crash_phase(lines, failure_at, error, died, tb),
         "size": len(text or ""),
     }

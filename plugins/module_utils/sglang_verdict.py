@@ -34,8 +34,8 @@ PHASE_VERDICT = {
 ADVICE_BY_ERROR = (
     (text_re("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
      "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
-    (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process: stop it or move --port "
-     "(preflight names the process that holds it)"),
+    (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process (an old server, another "
+     "service): stop it or move --port; preflight refuses a port that is taken before it deploys"),
 )
 ADVICE_BY_PHASE = {
     "config": "config.json is unreadable: re-stage the model (model_stage)",
@@ -110,7 +110,7 @@ def _int(value, default=None):
 
 
 def _verdict(verdict, obs, log, **extra):
-    out = {"verdict": verdict, "terminal": verdict in TERMINAL_VERDICTS, "phase": log.get("phase"),
+    out = {"verdict": verdict, "terminal": verdict in TERMINAL_VERDICTS, "phase": log.get("phase"), "bind_failed": None,
            "progress": log.get("progress"), "exit_status": None, "traceback": None, "error": log.get("error"),
            "reason": "", "http_code": obs.get("http_code"), "schedulers": obs.get("schedulers")}
     out.update(extra)
@@ -130,7 +130,7 @@ def _failure(history):
     """(log, traceback, error, phase) of the first failure (traceback, dead rank, SIGQUIT) seen in any log
     of the history, else Nones. The phase is where it failed (``crash_phase``)."""
     for log in _logs(history):
-        if log.get("traceback") or log.get("scheduler_died") or log.get("sigquit"):
+        if log.get("traceback") or log.get("scheduler_died") or log.get("sigquit") or log.get("bind_failed"):
             return log, log.get("traceback"), log.get("error"), log.get("crash_phase") or log.get("phase")
     return None, None, None, None
 
@@ -250,6 +250,12 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
                             state, sub, last.get("result") or "?",
                             (", " + exit_status["text"]) if exit_status else "", where, cause))
 
+    bind = (fail_log or {}).get("bind_failed")
+    if bind and not tb:
+        # uvicorn logs it and the process lives on (the warmup's 120 polls, 2 minutes): judged from the line
+        return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status, bind_failed=bind,
+                        reason="the HTTP server could not bind %s:%d while the unit is still %s/%s: %s" % (
+                            bind["address"], bind["port"], state, sub, error))
     if tb or died or (fail_log or {}).get("sigquit"):
         return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
                         reason="the log shows a failure%s while the unit is still %s/%s: %s" % (

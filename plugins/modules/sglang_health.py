@@ -120,7 +120,9 @@ elapsed_s:
   returned: always
   type: float
 history:
-  description: Verdict changes, oldest first (verdict, at ISO-8601 UTC, elapsed_s, phase, progress).
+  description:
+    - Verdict changes, oldest first (verdict, at ISO-8601 UTC, at_unix seconds since the epoch, elapsed_s, phase,
+      progress C(i/n)); while C(loading), each change of the progress is an entry too.
   returned: always
   type: list
   elements: dict
@@ -140,6 +142,20 @@ error:
   description: The first error line (the first traceback's last line, a dead-rank line or another fatal line).
   returned: always
   type: str
+bind_failed:
+  description:
+    - The HTTP server could not bind its port (uvicorn's C(ERROR) line; the process lives on for the warmup's two
+      minutes, the verdict does not wait for it). Keys C(address), C(port), C(error); null otherwise.
+  returned: always
+  type: dict
+  sample: {address: 127.0.0.1, port: 30000, error: "[Errno 98] error while attempting to bind on address ..."}
+port_holders:
+  description:
+    - With RV(bind_failed), who listens on that port now (C(address), C(port), C(pid), C(process), C(uid), C(user));
+      C(pid) is null when this user cannot see the holder's sockets.
+  returned: always
+  type: list
+  elements: dict
 journal:
   description:
     - Whether the journal of the watched runs is complete. C(complete) is false when journald wrote its own
@@ -157,6 +173,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.journal_notices import journal_completeness
+from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import listeners
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import UnitObserver, run_bounded
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
@@ -167,6 +184,10 @@ ADVICE = {
     "stalled": "inspect the schedulers with `py-spy dump --pid <pid>` (NCCL init hangs, storage stalls)",
     "timeout": "raise timeout if the model only loads slowly, otherwise look at the phase it stopped in",
 }
+
+
+# How long a crash without a cause waits for the journal once (journald stores a stream's lines asynchronously).
+SETTLE_S = 1.0
 
 
 def make_observer(module):
@@ -192,6 +213,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
     observer = make_observer(module)
     started = clock()
     history, transitions, verdict = [], [], None
+    settled = False
     while True:
         round_started = clock()
         obs = observe(module, observer, history[-1] if history else None)
@@ -199,12 +221,22 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         history.append(obs)
         verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"],
                            log_level=p["log_level"])
+        if verdict["verdict"] == "crashed" and not verdict["error"] and not settled:
+            # systemd saw the process end before journald stored its last words (the failing rank's traceback is
+            # written an instant before the tree is killed): read once more, SETTLE_S later, before judging the cause
+            settled = True
+            sleep(SETTLE_S)
+            continue
         progress = verdict.get("progress")
-        if not transitions or transitions[-1]["verdict"] != verdict["verdict"]:
+        progress = ("%d/%d" % (progress["i"], progress["n"])) if progress else None
+        # a new verdict, or a load that moved on: each redraw of the bar the journal shows is one entry
+        if not transitions or transitions[-1]["verdict"] != verdict["verdict"] or (
+                verdict["verdict"] == "loading" and transitions[-1]["progress"] != progress):
+            now = wallclock()
             transitions.append({
                 "verdict": verdict["verdict"], "elapsed_s": round(obs["t"], 1), "phase": verdict.get("phase"),
-                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wallclock())),
-                "progress": ("%d/%d" % (progress["i"], progress["n"])) if progress else None,
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), "at_unix": round(now, 2),
+                "progress": progress,
             })
         if verdict["terminal"]:
             break
@@ -229,6 +261,10 @@ def failure_message(unit, v, journal_warning=None):
         msg += "; %s" % v["exit_status"]["text"]
     if v["error"] and v["error"] not in msg:
         msg += "; first error: %s" % v["error"]
+    for holder in v.get("port_holders") or []:
+        msg += "; port %d is held by %s (user %s)" % (
+            holder["port"], ("pid %d, %s" % (holder["pid"], holder["process"])) if holder["pid"] else
+            "a process this user cannot see", holder["user"] or holder["uid"])
     if journal_warning:
         msg += "; " + journal_warning
     if v["verdict"] == "crashed":
@@ -254,10 +290,13 @@ def main():
         supports_check_mode=True,
     )
     v = wait(module)
+    if v.get("bind_failed"):  # who holds the port now (an old server, another service)
+        v["port_holders"] = listeners([v["bind_failed"]["port"]])
     result = dict(changed=False, verdict=v["verdict"], phase=v["phase"], progress=v["progress"],
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
-                  schedulers=v["schedulers"])
+                  schedulers=v["schedulers"], bind_failed=v.get("bind_failed"),
+                  port_holders=v.get("port_holders") or [])
     result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),
                                              module.get_bin_path("journalctl"),
                                              module.get_bin_path("systemctl"), module.params["unit"],

@@ -43,7 +43,7 @@ def script(monkeypatch, steps):
             obs = parse_show(SHOW.format(**fields))
             obs.update(schedulers=step.get("schedulers", 8), activity=step.get("activity"), gpu=step.get("gpu"),
                        http_code=step.get("http"))
-            text = log(step["log"]) if step.get("log") else ""
+            text = step["text"] if "text" in step else (log(step["log"]) if step.get("log") else "")
             obs["log"] = parse(text)
             if previous and previous.get("invocation_id") != obs["invocation_id"] and step.get("previous_log"):
                 obs["previous_log"] = parse(log(step["previous_log"]))
@@ -160,6 +160,56 @@ def test_sandbox_deactivating_after_sigkill_is_crashed_at_once(module_runner, mo
     assert result["exit_status"]["signal"] == "SIGKILL" and result["phase"] == "loading_weights"
     assert "model-00043-of-000064.safetensors" in result["error"]
     assert "killed by SIGKILL (9)" in result["msg"]
+
+
+LOAD_BEGIN = "".join("[2026-12-05 10:00:00 TP%d] Load weight begin. avail mem=93.67 GB\n" % r for r in range(8))
+BAR = "Multi-thread loading shards: %3d%% Completed | %d/64 [00:%02d<03:00,  3.00s/it]\n"
+
+
+def test_a_load_records_each_step_of_its_progress_and_its_crash(module_runner, monkeypatch):
+    """With the unit's log wrapper every redraw is a journal record: the history shows the load moving, 3 s a shard."""
+    bars = [LOAD_BEGIN + "".join(BAR % (k * 100 // 64, k, k) for k in range(i + 1)) for i in (0, 1, 1, 2, 59)]
+    steps = [{"text": text, "activity": n, "advance": 3.0} for n, text in enumerate(bars)]
+    steps.append({"text": bars[-1] + "[2026-12-05 10:03:00 TP0] Scheduler hit an exception: Traceback (most recent "
+                  "call last):\n  File \"x.py\", line 1, in f\nOSError: [Errno 5] Input/output error: "
+                  "'/m/model-00060-of-000064.safetensors'\n", "schedulers": 0, "show": GONE})
+    script(monkeypatch, steps)
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert [(h["verdict"], h["progress"]) for h in result["history"]] == [
+        ("loading", "0/64"), ("loading", "1/64"), ("loading", "2/64"), ("loading", "59/64"), ("crashed", "59/64")]
+    assert all(isinstance(h["at_unix"], float) for h in result["history"])
+    assert "model-00060-of-000064.safetensors" in result["error"]
+
+
+GONE = {"active": "deactivating", "sub": "stop-sigterm", "result": "signal", "pid": 0, "code": 2, "status": 9}
+
+
+def test_a_crash_seen_before_journald_stored_its_traceback_waits_once_for_the_journal(module_runner, monkeypatch):
+    """systemd reports the tree killed an instant after the failing rank wrote its traceback, and journald stores a
+    stream's lines asynchronously: the first observation of the crash has no cause yet, one more a second later has."""
+    state = script(monkeypatch, [
+        {"log": "loading_multithread.log", "activity": 10},
+        {"log": "loading_multithread.log", "schedulers": 0, "show": GONE},
+        {"log": "sim_crash_at_shard_43_tp8.log", "schedulers": 0, "show": GONE},
+    ])
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert "model-00043-of-000064.safetensors" in result["error"]
+    assert result["traceback"].splitlines()[-1].startswith("OSError: [Errno 5] Input/output error")
+    assert state["sleeps"][:2] == [1.0, sglang_health.SETTLE_S]
+    assert result["elapsed_s"] == 2.0
+
+
+def test_a_crash_without_any_cause_is_judged_after_one_more_look(module_runner, monkeypatch):
+    state = script(monkeypatch, [
+        {"log": "loading_multithread.log", "activity": 10},
+        {"log": "loading_multithread.log", "schedulers": 0, "show": GONE},
+    ])
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed" and result["error"] is None
+    assert result["elapsed_s"] == 2.0 and result["phase"] == "loading_weights"
+    assert result["progress"]["i"] == 37
 
 
 def test_stalled(module_runner, monkeypatch):
@@ -343,6 +393,32 @@ def test_a_crash_message_says_each_fact_once_and_a_bind_error_gets_the_ports_hin
          "reason": "main process gone (unit failed, Result=exit-code, exit code 3) in phase http_server: " + error}
     msg = sglang_health.failure_message("sglang-kimi.service", v)
     assert msg.count(error) == 1 and msg.count("exit code 3") == 1 and msg.count("phase http_server") == 1
-    assert msg.endswith("the port is taken by another process: stop it or move --port (preflight names the process "
-                        "that holds it)")
+    assert msg.endswith("the port is taken by another process (an old server, another service): stop it or move "
+                        "--port; preflight refuses a port that is taken before it deploys")
     assert "mem-fraction" not in msg and "graph" not in msg
+
+
+def test_a_port_taken_is_judged_from_uvicorns_error_line_and_names_the_holder(module_runner, monkeypatch):
+    """SGLang 0.5.23 logs uvicorn's one ERROR line and lives on for the warmup's 120 polls of /model_info (2 minutes):
+    the verdict comes from the line, with whoever listens on the port now (here: this test)."""
+    import socket
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    bind = ("[2026-12-05 10:11:40] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', %d): "
+            "address already in use\n" % port)
+    text = log("capturing.log") + "".join(
+        line + "\n" for line in log("warming.log").splitlines() if "Application startup" in line or "Started" in line)
+    try:
+        script(monkeypatch, [{"log": "capturing.log"}, {"text": text + bind, "http": None}])
+        kind, result = module_runner(sglang_health, ARGS)
+    finally:
+        holder.close()
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert result["elapsed_s"] == 1.0 and result["phase"] == "http_server"
+    assert result["bind_failed"] == {"address": "127.0.0.1", "port": port, "error": bind.split("ERROR:    ")[1].strip()}
+    assert result["error"] == result["bind_failed"]["error"]
+    assert [h["pid"] for h in result["port_holders"]] == [os.getpid()]
+    assert "port %d is held by pid %d" % (port, os.getpid()) in result["msg"]
+    assert result["msg"].count("the port is taken") == 1 and "read the traceback" not in result["msg"]
