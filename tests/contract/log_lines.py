@@ -27,14 +27,23 @@ FOREIGN = (
         r"During handling of the above exception, another exception occurred:|"
         r"The above exception was the direct cause of the following exception:)$")),
     ("CPython warnings.py (showwarning)", re.compile(r"^\S+\.py:\d+: \w+Warning: .*$|^  warnings\.warn\($")),
+    # SGLang 0.5.23 utils/common.py set_uvicorn_logging_configs: "[%(asctime)s] %(levelprefix)s %(message)s" (and the
+    # access log's), datefmt "%Y-%m-%d %H:%M:%S": a bare "INFO:     ..." line is uvicorn's own default, not 0.5.23's.
     ("uvicorn 0.54 (server.py, lifespan/on.py, config.py, protocols/http access log)", re.compile(
-        r"^(?:INFO|WARNING|ERROR): +(?:Started server process \[\d+\]|Waiting for application startup\.|"
+        r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] (?:INFO|WARNING|ERROR): +(?:Started server process \[\d+\]|Waiting for application startup\.|"
         r"Application startup complete\.|Uvicorn running on \S+ \(Press CTRL\+C to quit\)|Shutting down|"
         r"Waiting for connections to close\. \(CTRL\+C to force quit\)|Finished server process \[\d+\]|"
-        r"\S+:\d+ - \"[A-Z]+ \S+ HTTP/1\.[01]\" \d{3}(?: [A-Za-z ]+)?)$")),
+        r"\S+:\d+ - \"[A-Z]+ \S+ HTTP/1\.[01]\" \d{3}(?: [A-Za-z ]+)?|"
+        r"\[Errno \d+\] error while attempting to bind on address \(.+\): [a-z ]+)$")),
     ("torch ProcessGroupNCCL.cpp watchdog", re.compile(
         r"^\[rank\d+\]:\[E\d{4} \d\d:\d\d:\d\d\.\d+ ProcessGroupNCCL\.cpp:\d+\] .*NCCL error: .*$")),
     ("NCCL ncclSystemError description", re.compile(r"^ncclSystemError: .*$")),
+    # the lines after "CUDA error: <text>" in torch's error (c10/cuda/CUDAException.cpp c10_cuda_check_implementation:
+    # the error's help, then get_cuda_async_error_suffix; text read in torch 2.14.1's libc10_cuda.so)
+    ("torch 2.14 libc10_cuda CUDA error help", re.compile(
+        r"^(?:Search for `cudaError\w+' in https://docs\.nvidia\.com/cuda/cuda-runtime-api/group__CUDART__TYPES\.html "
+        r"for more information\.|CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        r"stacktrace below might be incorrect\.|For debugging consider passing CUDA_LAUNCH_BLOCKING=1)$")),
     ("libstdc++ std::terminate", re.compile(r"^terminate called after throwing an instance of '[\w:]+'$")),
     ("empty line", re.compile(r"^\s*$")),
 )
@@ -43,6 +52,8 @@ FOREIGN = (
 EXCEPTION_MESSAGES = (
     ("CPython OSError with errno (Objects/exceptions.c)", re.compile(r"^\[Errno \d+\] [A-Za-z ]+(?:: '.*')?$")),
     ("torch c10 CUDACachingAllocator OutOfMemoryError", re.compile(r"^CUDA out of memory\. Tried to allocate .*$")),
+    ("torch c10/cuda/CUDAException.cpp c10_cuda_check_implementation (the CUDA runtime's error string)",
+     re.compile(r"^CUDA error: [a-z ]+$")),
     ("transformers 5.19.0 utils/hub.py cached_files",
      re.compile(r"^.+ does not appear to have a file named \S+\. Checkout '.*' for available files\.$")),
     ("transformers 5.19.0 configuration_utils.py _dict_from_json_file",
@@ -73,7 +84,12 @@ class LineJudge:
         if prefix:
             message = line[prefix.end():]
             source = self._sglang(message)
-            return ("sglang", source) if source else None
+            if source:
+                return ("sglang", source)
+            for what, pattern in FOREIGN:  # uvicorn's lines carry SGLang's timestamp, not its message
+                if what.startswith("uvicorn") and pattern.match(line):
+                    return ("foreign", what)
+            return None
         bar = TQDM.match(line.strip())
         if bar:
             source = self._sglang(bar.group("desc"))

@@ -132,4 +132,12 @@ def test_an_invented_line_in_a_fixture_is_caught(judge):
     assert judge.origin("[2026-05-18 10:00:09 TP0] Init torch distributed begin.") is None
     assert judge.origin("[2026-05-18 10:00:09 TP0] Capture cuda graph bs [1, 2, 4]") is None
     assert judge.origin("[2026-05-18 10:00:09] INFO:     Uvicorn running on http://127.0.0.1:30000") is None
+    # 0.5.23 gives uvicorn its timestamp (set_uvicorn_logging_configs): uvicorn's own bare default is not its form
+    assert judge.origin("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)") is None
+    uvicorn = ("[2026-05-18 10:00:09] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)",
+               '[2026-05-18 10:00:09] INFO:     127.0.0.1:51828 - "GET /health HTTP/1.1" 503 Service Unavailable',
+               "[2026-05-18 10:00:09] ERROR:    [Errno 98] error while attempting to bind on address "
+               "('127.0.0.1', 30000): address already in use")
+    for line in uvicorn:
+        assert judge.origin(line)[0] == "foreign", line
     assert judge.origin("[2026-05-18 10:00:09 TP0] Init parallel begin.")[0] == "sglang"

@@ -71,8 +71,8 @@ def free_port():
 
 
 class Sim:
-    def __init__(self, pkg, tmp, args, env=None):
-        self.port = free_port()
+    def __init__(self, pkg, tmp, args, env=None, port=None):
+        self.port = port or free_port()
         self.out_path, self.err_path = tmp / f"sim-{self.port}.out", tmp / f"sim-{self.port}.err"
         full_env = dict(os.environ, PYTHONPATH=str(pkg), SGLANG_SIM_CONFIG="", SGLANG_SIM_STATE_DIR=str(tmp / "state"),
                         **FAST)
@@ -151,8 +151,8 @@ class Sim:
 def start(pkg, tmp_path):
     sims = []
 
-    def _start(args, env=None):
-        sims.append(Sim(pkg, tmp_path, args, env))
+    def _start(args, env=None, port=None):
+        sims.append(Sim(pkg, tmp_path, args, env, port))
         return sims[-1]
     yield _start
     for s in sims:
@@ -477,15 +477,19 @@ def test_expert_parallel_adds_its_prefix_token_and_title(start, ckpt):
                                                                             b"sglang::scheduler_TP1_EP1\0"]
 
 
-def test_warmup_failure_logs_the_traceback_and_kills_the_tree(start, tmp_path):
+def test_warmup_failure_is_every_ranks_exception_in_the_forward_and_the_request_never_answers(start, tmp_path):
+    """0.5.23 with a build lacking this GPU's kernels: the warmup request's forward raises on every rank, each rank
+    logs ``Scheduler hit an exception`` and SIGQUITs the parent (running-phase handler), which kills the tree; the
+    HTTP warmup gets no answer, so no ``Initialization failed. warmup error`` is ever logged."""
     ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
     sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code"],
                 env={"SGLANG_SIM_FAULT": "warmup_failure"})
     assert sim.wait_exit(20) == -signal.SIGKILL
     log = sim.log
-    assert re.search(r"\] Initialization failed\. warmup error: Traceback \(most recent call last\):", log)
-    assert "no kernel image is available for execution on the device" in log
-    assert "The server is fired up" not in log and not sim.children()
+    assert len(re.findall(r"\[[\d\- :]+ TP[01]\] Scheduler hit an exception: Traceback", log)) >= 1
+    assert "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device" in log
+    assert "in forward_batch_generation" in log and "SIGQUIT received." in log
+    assert "Initialization failed" not in log and "The server is fired up" not in log and not sim.children()
 
 
 def test_tokenizer_files_are_checked_before_any_weight_is_read(start, tmp_path):
@@ -546,3 +550,40 @@ def test_the_fake_model_thinks_first_and_honours_max_tokens(start, ckpt):
     off = json.loads(sim.post("/v1/chat/completions", dict(ask, max_tokens=64, chat_template_kwargs={
         "thinking": False}))[1])["choices"][0]
     assert off["message"]["reasoning_content"] is None and off["message"]["content"].startswith("Hello!")
+
+
+BIND_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ERROR:    \[Errno 98\] error while attempting to bind on "
+                       r"address \('127\.0\.0\.1', (\d+)\): address already in use$", re.M)
+
+
+def test_a_taken_port_is_one_uvicorn_error_line_and_the_process_lives_on_for_the_warmup(start, ckpt):
+    """0.5.23: uvicorn logs the bind error without a traceback, then SGLang's lifespan shutdown joins the warmup
+    thread, which polls /model_info (120 times, 1 s apart) before it gives up: the process is still there."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        sim = start(["--model-path", str(ckpt), "--tp-size", "2"], port=holder.getsockname()[1])
+        sim.wait_for(lambda: BIND_LINE.search(sim.log), 20, "uvicorn's bind error")
+        time.sleep(2.5)
+        assert sim.proc.poll() is None  # alive: the warmup thread still polls
+        assert "Traceback" not in sim.log and "ready to roll" not in sim.log
+    log = parse_log(sim.log)
+    assert log["bind_failed"]["port"] == sim.port and log["crash_phase"] == "http_server"
+    assert log["error"].startswith("[Errno 98] error while attempting to bind on address ('127.0.0.1', ")
+
+
+def test_a_port_held_by_an_old_server_warms_that_one_up_then_the_new_process_exits(start, ckpt):
+    """With an old SGLang still on the port, the new one's warmup succeeds against it: the journal of the failing
+    server has the ready line after the bind error, and it exits 1 (uvicorn's sys.exit)."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+
+    old = start(["--model-path", str(ckpt), "--tp-size", "1"])
+    old.wait_ready()
+    new = start(["--model-path", str(ckpt), "--tp-size", "1"], port=old.port)
+    assert new.wait_exit(timeout=30) == 1
+    assert BIND_LINE.search(new.log) and "The server is fired up and ready to roll!" in new.log
+    assert new.log.index("error while attempting to bind") < new.log.index("ready to roll")
+    log = parse_log(new.log)
+    assert log["bind_failed"]["port"] == old.port and log["crash_phase"] == "http_server"

@@ -8,8 +8,11 @@ once a second, then sends an image chat request for a model with image understan
 ``Using a 512x512 image for Kimi VLM startup warmup ...``), else ``/generate``; a failed request logs
 ``Initialization failed. warmup error: <traceback>`` and kills the whole tree (SIGKILL).
 
-uvicorn's own lines use uvicorn's format (``uvicorn/config.py LOGGING_CONFIG``: ``%(levelprefix)s %(message)s``,
-no time, no colour when not a TTY), at ``--log-level-http`` or ``--log-level``.
+uvicorn's own lines use the format SGLang 0.5.23 gives uvicorn's ``LOGGING_CONFIG`` before it starts the server
+(``utils/common.py set_uvicorn_logging_configs``, called by ``http_server.py launch_server``): ``[%(asctime)s]
+%(levelprefix)s %(message)s`` and, for the access log, ``[%(asctime)s] %(levelprefix)s %(client_addr)s -
+"%(request_line)s" %(status_code)s``, both with datefmt ``%Y-%m-%d %H:%M:%S`` (no colour when not a TTY; uvicorn's
+``AccessFormatter`` appends the status phrase), at ``--log-level-http`` or ``--log-level``.
 
 ``/metrics`` (``--enable-metrics``) has one series per metric, from the stats-logging rank (attn_tp_rank 0), and
 counts the scheduler's running batch and waiting queue (``managers/scheduler_components/metrics_reporter.py``), not
@@ -56,7 +59,7 @@ class _LevelPrefix(logging.Formatter):
 def setup_uvicorn_loggers(level):
     for lg, stream in ((access_logger, sys.stdout), (uv_logger, sys.stderr)):
         h = logging.StreamHandler(stream)
-        h.setFormatter(_LevelPrefix("%(levelprefix)s %(message)s"))
+        h.setFormatter(_LevelPrefix("[%(asctime)s] %(levelprefix)s %(message)s", datefmt="%Y-%m-%d %H:%M:%S"))
         lg.handlers[:] = [h]
         lg.propagate = False
         lg.setLevel(getattr(logging, str(level or "info").upper(), logging.INFO))
@@ -326,14 +329,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
-    def _fault_response(self):
-        if sim_config.fault()[0] == "warmup_failure":
-            message = "CUDA error: no kernel image is available for execution on the device"
-            self._send(500, {"object": "error", "message": message, "type": "InternalServerError",
-                             "param": None, "code": 500})
-            return True
-        return False
-
     def _schedule(self, rid, pieces, on_token=None):
         """Tokenise, then the scheduler's share (queue + running batch, one decode step per piece), then hand the
         result back: only the middle part counts in /metrics. Hangs while a scheduler is dead (as upstream)."""
@@ -374,8 +369,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def generate(self):
         body = self._body()
-        if self._fault_response():
-            return
         rid = body.get("rid") or uuid.uuid4().hex
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16) or 16)
@@ -391,8 +384,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def chat(self):
         body = self._body()
-        if self._fault_response():
-            return
         rid = uuid.uuid4().hex
         tools = body.get("tools") or []
         tool_choice = body.get("tool_choice", "auto")
@@ -585,6 +576,8 @@ def sigterm_watchdog():
     while time.monotonic() < deadline and any(s.is_alive() for s in STATE.schedulers):
         time.sleep(0.1)
     kill_process_tree(os.getpid(), include_parent=False)
+    if STATE.server is None:  # the port was never bound: nothing serves, nothing to shut down
+        os._exit(0)
     threading.Thread(target=STATE.server.shutdown, daemon=True).start()
 
 
@@ -598,11 +591,25 @@ def launch_server(args, schedulers, detok, cfg, watchdog):
     signal.signal(signal.SIGTERM, lambda signum, frame: sigterm_handler())
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     http.server.ThreadingHTTPServer.daemon_threads = True
-    threading.Thread(target=_wait_and_warmup, args=(args,), daemon=True, name="warmup").start()
+    # http_server.py lifespan: the startup half starts the warmup thread, the shutdown half joins it
+    warmup = threading.Thread(target=_wait_and_warmup, args=(args,), daemon=True, name="warmup")
+    warmup.start()
     uv_logger.info(f"Started server process [{os.getpid()}]")
     uv_logger.info("Waiting for application startup.")
     uv_logger.info("Application startup complete.")
-    STATE.server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)  # uvicorn binds after startup
+    try:
+        STATE.server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)  # uvicorn binds after startup
+    except OSError as exc:
+        # uvicorn 0.54 server.py Server.startup: ``logger.error(exc)`` of the OSError CPython 3.11's
+        # asyncio/base_events.py create_server raises ("[Errno 98] error while attempting to bind on address
+        # ('127.0.0.1', 30000): address already in use"), no traceback; then the lifespan shutdown joins the warmup
+        # thread, which polls /model_info 120 times (1 s apart) before "Initialization failed. warmup error" and the
+        # tree's SIGKILL; if an old server holds the port and answers, the warmup runs against it and logs the ready
+        # line. Then uvicorn's sys.exit(1).
+        uv_logger.error(f"[Errno {exc.errno}] error while attempting to bind on address "
+                        f"{(args.host, args.port)!r}: {exc.strerror.lower()}")
+        warmup.join()
+        sys.exit(1)
     uv_logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     try:
         STATE.server.serve_forever(poll_interval=0.1)

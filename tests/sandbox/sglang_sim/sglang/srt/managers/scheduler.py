@@ -8,11 +8,12 @@
 2. ``init_tokenizer``: the processor is loaded on every rank (``utils/hf_transformers/processor.py``) before any
    weight, so a broken tokenizer fails here;
 3. ``init_model_worker`` -> ModelRunner: ``Memory baseline taken. mem usage=X GB``
-   (``bootstrap.measure_pre_model_load_memory``), ``Load weight begin. avail mem=X GB``, rank 0's ``Using model
-   weights format ['*.safetensors']`` and tqdm bar (``model_loader/weight_utils.py``), ``Load weight end.
-   elapsed=X s, type=<arch>, avail mem=X GB, mem usage=X GB.`` (``model_executor/model_runner.py``); ``KV Cache is
-   allocated. dtype: torch.bfloat16, #tokens: N, KV size: X GB`` (``mem_cache/memory_pool.py``), ``Memory pool
-   end. avail mem=X GB`` (``mem_cache/kv_cache_configurator.py``); CUDA graphs (``model_executor/cuda_graph_setup``);
+   (``bootstrap.measure_pre_model_load_memory``), ``Load weight begin. avail mem=X GB``, rank 0's tqdm bar
+   (``model_loader/weight_utils.py``; its ``Using model weights format ['*.safetensors']`` only for a hub id it
+   downloads), ``Load weight end. elapsed=X s, type=<arch>, avail mem=X GB, mem usage=X GB.``
+   (``model_executor/model_runner.py``); ``KV Cache is allocated. dtype: torch.bfloat16, #tokens: N, KV size: X
+   GB`` (``mem_cache/memory_pool.py``), ``Memory pool end. avail mem=X GB``
+   (``mem_cache/kv_cache_configurator.py``); CUDA graphs (``model_executor/cuda_graph_setup``);
 4. rank 0: ``max_total_num_tokens=..., available_gpu_mem=X GB``;
 5. ``kv_cache_builder.build_kv_cache``: with ``--enable-hierarchical-cache`` the host pool
    (``mem_cache/pool_host/base.py``);
@@ -139,7 +140,9 @@ class Scheduler:
             if kind == "hang_at_shard" and i == int(arg):
                 threading.Event().wait()
 
-        if self.tp_rank == 0:
+        # model_loader/weight_utils.py download_weights_from_hf returns a local directory before it logs this line:
+        # only a hub id being downloaded prints it (the product always serves a staged local path)
+        if self.tp_rank == 0 and not os.path.isdir(cfg["model_path"]):
             logger.info("Using model weights format ['*.safetensors']")
         # every rank reads every shard (its own slice of each tensor); rank 0 draws the bar
         weight_utils.iterate_shards(files, multithread=cfg["multithread_load"], on_shard=on_shard,
@@ -186,6 +189,25 @@ class Scheduler:
                 if word in ("busy", "idle"):  # a batch runs on this rank's GPU, or none does
                     self.busy = word == "busy"
                     self._publish()
+                    if self.busy:
+                        self.run_batch()
+
+    def run_batch(self):
+        """One forward pass on this rank. ``warmup_failure``: a build without kernels for this GPU fails its first
+        kernel launch, in the warmup request's forward, on every rank (torch raises the CUDA runtime's error from
+        ``c10_cuda_check_implementation``, c10/cuda/CUDAException.cpp; the advice lines are the text of torch 2.14.1's
+        ``libc10_cuda.so``: the error's help and ``get_cuda_async_error_suffix``)."""
+        if self.fault[0] == "warmup_failure":
+            self.forward_batch_generation()
+
+    def forward_batch_generation(self):
+        raise AcceleratorError(
+            "CUDA error: no kernel image is available for execution on the device\n"
+            "Search for `cudaErrorNoKernelImageForDevice' in "
+            "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+            "might be incorrect.\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n")
 
     def _nccl_abort(self):
         time.sleep(sim_config.get_float("SGLANG_SIM_FAULT_DELAY_S"))
@@ -199,6 +221,13 @@ class Scheduler:
             "terminate called after throwing an instance of 'c10::DistBackendError'\n")
         sys.stderr.flush()
         os.abort()  # std::terminate -> SIGABRT; RLIMIT_CORE is 0 so no core file
+
+
+class AcceleratorError(RuntimeError):
+    """Stands in for torch 2.14's ``torch.AcceleratorError`` (module set below to match tracebacks)."""
+
+
+AcceleratorError.__module__ = "torch"
 
 
 def run_scheduler_process(cfg, ready_fd, ctl_fd):
