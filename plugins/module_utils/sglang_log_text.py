@@ -26,6 +26,8 @@ WHEEL_TEXT = {
     "init_parallel_end": (r"Init parallel ends\. elapsed=", "distributed/bootstrap.py init_parallel_runtime"),
     "memory_baseline": (r"Memory baseline taken\. mem usage=",
                         "distributed/bootstrap.py measure_pre_model_load_memory"),
+    "memory_unbalanced": (r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes\.",
+                          "distributed/bootstrap.py _check_tp_memory_balance"),
     "load_weight_begin": (r"Load weight begin\. avail mem=", "model_executor/model_runner.py ModelRunner.load_model"),
     "weights_format": (r"Using model weights format ", "model_loader/weight_utils.py"),
     "bar_multithread": (r"Multi-thread loading shards",

@@ -22,6 +22,9 @@ import threading
 import time
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import NoAnswer, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
+    NvidiaSmiError, apps_query_args, gpu_query_args, parse_compute_apps, parse_gpus,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
 from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
 
@@ -262,6 +265,28 @@ def gpu_observation(nvidia_smi, pids, timeout):
         if len(parts) == 2 and parts[0] in uuids and parts[1].isdigit():
             busy = max(busy, int(parts[1]))
     return {"memory_mib": used, "busy_pct": busy, "processes": count}
+
+
+def foreign_gpu_processes(nvidia_smi, own_pids, timeout):
+    """The compute processes on the GPUs that are not ``own_pids`` (the unit's cgroup members): list of dicts ``gpu``
+    (index), ``pid``, ``process_name``, ``used_memory_mib``, sorted by GPU; [] when nvidia-smi is absent or fails."""
+    if not nvidia_smi:
+        return []
+    rc, gpus_text, dummy = run_bounded([nvidia_smi] + gpu_query_args(), timeout)
+    if rc != 0:
+        return []
+    rc, apps_text, dummy = run_bounded([nvidia_smi] + apps_query_args(), timeout)
+    if rc != 0:
+        return []
+    try:
+        index = dict((g["uuid"], g["index"]) for g in parse_gpus(gpus_text))
+        apps = parse_compute_apps(apps_text)
+    except NvidiaSmiError:
+        return []
+    own = set(int(p) for p in own_pids or [])
+    out = [{"gpu": index.get(a["gpu_uuid"]), "pid": a["pid"], "process_name": a["process_name"],
+            "used_memory_mib": a["used_memory_mib"]} for a in apps if a["pid"] not in own]
+    return sorted(out, key=lambda a: (a["gpu"] if a["gpu"] is not None else -1, a["pid"]))
 
 
 # ---------------------------------------------------------------- journal

@@ -34,6 +34,9 @@ PHASE_VERDICT = {
 ADVICE_BY_ERROR = (
     (text_re("no_kernel_image"), "the build has no kernels for this GPU's compute capability: "
      "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
+    (text_re("memory_unbalanced"), "another process holds memory on one of this unit's GPUs (SGLang 0.5.23 refuses "
+     "to start when a GPU has under 90 % of the free memory of the others, before any weight is read): stop it; "
+     "preflight refuses a GPU another process holds before it deploys"),
     (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process (an old server, another "
      "service): stop it or move --port; preflight refuses a port that is taken before it deploys"),
 )

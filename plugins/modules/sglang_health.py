@@ -156,6 +156,14 @@ port_holders:
   returned: always
   type: list
   elements: dict
+gpu_holders:
+  description:
+    - When SGLang refused to start because a GPU's free memory was unbalanced (C(The memory capacity is
+      unbalanced)), the compute processes on the GPUs that are not the unit's (C(gpu) index, C(pid), C(process_name),
+      C(used_memory_mib)), from nvidia-smi.
+  returned: always
+  type: list
+  elements: dict
 journal:
   description:
     - Whether the journal of the watched runs is complete. C(complete) is false when journald wrote its own
@@ -175,8 +183,14 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.journal_notices import journal_completeness
 from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import listeners
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import UnitObserver, run_bounded
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import text_re
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import (
+    UnitObserver, bounded, foreign_gpu_processes, run_bounded,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
+
+MEMORY_UNBALANCED_RE = text_re("memory_unbalanced")
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
@@ -261,6 +275,9 @@ def failure_message(unit, v, journal_warning=None):
         msg += "; %s" % v["exit_status"]["text"]
     if v["error"] and v["error"] not in msg:
         msg += "; first error: %s" % v["error"]
+    for holder in v.get("gpu_holders") or []:
+        msg += "; GPU %s holds %s MiB of PID %d (%s), not this unit's" % (
+            holder["gpu"], holder["used_memory_mib"], holder["pid"], holder["process_name"] or "?")
     for holder in v.get("port_holders") or []:
         msg += "; port %d is held by %s (user %s)" % (
             holder["port"], ("pid %d, %s" % (holder["pid"], holder["process"])) if holder["pid"] else
@@ -292,11 +309,16 @@ def main():
     v = wait(module)
     if v.get("bind_failed"):  # who holds the port now (an old server, another service)
         v["port_holders"] = listeners([v["bind_failed"]["port"]])
+    if v["verdict"] == "crashed" and v["error"] and MEMORY_UNBALANCED_RE.search(v["error"]):
+        # which GPU another process holds, and whose process it is (the unit's own have ended or are not counted)
+        observer = make_observer(module)
+        own = bounded(lambda: cgroup_pids(observer.show()["control_group"]), module.params["call_timeout"], [])
+        v["gpu_holders"] = foreign_gpu_processes(module.get_bin_path("nvidia-smi"), own, module.params["call_timeout"])
     result = dict(changed=False, verdict=v["verdict"], phase=v["phase"], progress=v["progress"],
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
                   schedulers=v["schedulers"], bind_failed=v.get("bind_failed"),
-                  port_holders=v.get("port_holders") or [])
+                  port_holders=v.get("port_holders") or [], gpu_holders=v.get("gpu_holders") or [])
     result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),
                                              module.get_bin_path("journalctl"),
                                              module.get_bin_path("systemctl"), module.params["unit"],

@@ -587,3 +587,28 @@ def test_a_port_held_by_an_old_server_warms_that_one_up_then_the_new_process_exi
     assert new.log.index("error while attempting to bind") < new.log.index("ready to roll")
     log = parse_log(new.log)
     assert log["bind_failed"]["port"] == old.port and log["crash_phase"] == "http_server"
+
+
+def test_a_gpu_another_process_holds_stops_every_other_rank_at_the_memory_baseline(start, ckpt, tmp_path):
+    """0.5.23 distributed/bootstrap.py: the free memory at the memory baseline is all-reduced (MIN) and every rank
+    whose GPU has more than 1/0.9 of it raises ``The memory capacity is unbalanced``; the rank on the held GPU does
+    not. The holder is the sandbox's gpu-hog, in the state directory the GPU stand-in reads."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+
+    hog = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sandbox" / "gpu_hog.py"), "--gpu", "1", "--mib",
+                            "20480", "--state-dir", str(tmp_path / "state")])
+    try:
+        time.sleep(0.5)
+        sim = start(["--model-path", str(ckpt), "--tp-size", "2"])
+        assert sim.wait_exit(20) == -signal.SIGKILL
+    finally:
+        hog.terminate()
+        hog.wait(5)
+    log = sim.log
+    assert re.search(r"\[[\d\- :]+ TP0\] Scheduler hit an exception: Traceback", log)
+    assert not re.search(r"TP1\] Scheduler hit an exception", log)
+    assert re.search(r"RuntimeError: The memory capacity is unbalanced\. Some GPUs may be occupied by other processes\. "
+                     r"pre_model_load_memory=73\.6\d*, local_gpu_memory=93\.6\d*, local_gpu_memory \* 0\.9=84\.\d+", log)
+    assert not re.search(r"TP0\] Memory baseline taken", log)  # the held GPU's rank goes on until the tree is killed
+    parsed = parse_log(log)
+    assert parsed["crash_phase"] == "init_parallel" and "memory capacity is unbalanced" in parsed["error"]

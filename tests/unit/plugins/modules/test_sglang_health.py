@@ -422,3 +422,42 @@ def test_a_port_taken_is_judged_from_uvicorns_error_line_and_names_the_holder(mo
     assert [h["pid"] for h in result["port_holders"]] == [os.getpid()]
     assert "port %d is held by pid %d" % (port, os.getpid()) in result["msg"]
     assert result["msg"].count("the port is taken") == 1 and "read the traceback" not in result["msg"]
+
+
+UNBALANCED = ("[2026-12-05 10:00:01 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+              "  File \"/x/scheduler.py\", line 1, in run_scheduler_process\n"
+              "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+              "pre_model_load_memory=73.73, local_gpu_memory=93.73, local_gpu_memory * 0.9=84.357\n"
+              "[2026-12-05 10:00:01] Received sigquit from a child process. It usually means the child failed.\n")
+
+
+def test_a_gpu_held_by_another_process_is_named_with_its_pid_and_the_hint_is_its_own(module_runner, monkeypatch):
+    """0.5.23's _check_tp_memory_balance raises at the memory baseline on every rank with a free GPU: not an NCCL
+    problem; the message names the GPU and the foreign process (nvidia-smi, outside the unit's cgroup)."""
+    script(monkeypatch, [{"log": "starting.log"},
+                         {"text": log("starting.log") + UNBALANCED, "schedulers": 0, "show": GONE}])
+    seen = {}
+
+    def foreign(nvidia_smi, own, timeout):
+        seen["own"] = own
+        return [{"gpu": 3, "pid": 4242, "process_name": "python3", "used_memory_mib": 20480}]
+    monkeypatch.setattr(sglang_health, "foreign_gpu_processes", foreign)
+    kind, result = module_runner(sglang_health, ARGS)
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert result["gpu_holders"] == [{"gpu": 3, "pid": 4242, "process_name": "python3", "used_memory_mib": 20480}]
+    assert "GPU 3 holds 20480 MiB of PID 4242 (python3), not this unit's" in result["msg"]
+    assert "another process holds memory on one of this unit's GPUs" in result["msg"]
+    assert "NCCL" not in result["msg"]
+
+
+def test_foreign_gpu_processes_are_the_compute_apps_outside_the_unit(tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                   "--query-gpu=*) printf '0, NVIDIA RTX PRO 6000, GPU-a, 12.0, 97887, 1, 580.95.05, Enabled, 00000000:18:00.0\\n"
+                   "3, NVIDIA RTX PRO 6000, GPU-d, 12.0, 97887, 20481, 580.95.05, Enabled, 00000000:9A:00.0\\n' ;;\n"
+                   "--query-compute-apps=*) printf '11, GPU-a, sglang::scheduler_TP0, 71000\\n"
+                   "4242, GPU-d, python3, 20480\\n' ;;\nesac\n")
+    smi.chmod(0o755)
+    found = sglang_observe.foreign_gpu_processes(str(smi), [11], 5.0)
+    assert found == [{"gpu": 3, "pid": 4242, "process_name": "python3", "used_memory_mib": 20480}]
+    assert sglang_observe.foreign_gpu_processes(None, [], 5.0) == []

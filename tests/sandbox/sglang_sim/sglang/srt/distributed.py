@@ -13,14 +13,25 @@ import time
 from sglang.srt import sim_state
 
 
-def barrier(cfg, name, poll_s=0.01):
+def barrier(cfg, name, poll_s=0.01, value=None):
+    """Wait for every rank at ``name``; with ``value``, an all-gather of it: returns the list of every rank's value
+    (what an all-reduce is built from), else None."""
     directory = os.path.join(sim_state.state_dir(), "barrier-" + cfg["run_id"])
     os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, "%s.%d" % (name, cfg["tp_rank"])), "w"):
-        pass
+    path = os.path.join(directory, "%s.%d" % (name, cfg["tp_rank"]))
+    with open(path + ".tmp", "w") as fh:
+        fh.write("" if value is None else repr(float(value)))
+    os.replace(path + ".tmp", path)
     want = cfg["ranks_per_host"]
     while True:
-        have = sum(1 for f in os.listdir(directory) if f.rsplit(".", 1)[0] == name)
-        if have >= want:
-            return
+        mine = [f for f in os.listdir(directory) if f.rsplit(".", 1)[0] == name]
+        if len(mine) >= want:
+            break
         time.sleep(poll_s)
+    if value is None:
+        return None
+    values = []
+    for f in mine:
+        with open(os.path.join(directory, f)) as fh:
+            values.append(float(fh.read()))
+    return values

@@ -52,3 +52,29 @@ def remove():
         os.unlink(os.path.join(state_dir(), "%d.json" % os.getpid()))
     except OSError:
         pass
+
+
+def others():
+    """The published state of every other live process (a foreign GPU holder, another server's ranks): list of dicts."""
+    out = []
+    directory = state_dir()
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                entry = json.load(fh)
+            pid = int(entry["pid"])
+            if pid == os.getpid():
+                continue
+            with open("/proc/%d/stat" % pid) as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    continue  # exited (not yet reaped): its GPU memory is released
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue  # gone (a killed process leaves its file), unreadable, or being replaced
+        out.append(entry)
+    return out

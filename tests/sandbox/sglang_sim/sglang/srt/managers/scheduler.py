@@ -110,10 +110,23 @@ class Scheduler:
     def init_tokenizer(self):
         self.processor = get_processor(self.cfg["tokenizer_path"], trust_remote_code=self.cfg["trust_remote_code"])
 
+    def foreign_gb(self):
+        """GPU memory other live processes hold on this rank's GPU (what the GPU stand-in lists for it), in GB."""
+        total = 0.0
+        for entry in sim_state.others():
+            if entry.get("gpu_id") == self.gpu_id:
+                total += entry.get("gpu_memory_used_mib", 0) / 1024.0
+        return total
+
     def init_model_worker(self):
         before = self.avail
         self.use(0.5)
-        barrier(self.cfg, "memory_baseline")  # get_available_gpu_memory(distributed=True)
+        # distributed/bootstrap.py measure_pre_model_load_memory: free memory (what other processes hold is not free),
+        # the MIN over every rank (get_available_gpu_memory(distributed=True)), then _check_tp_memory_balance
+        local = self.avail - self.foreign_gb()
+        pre_model_load_memory = min(barrier(self.cfg, "memory_baseline", value=local))
+        if self.tp_size > 1:
+            check_tp_memory_balance(pre_model_load_memory=pre_model_load_memory, local_gpu_memory=local)
         logger.info(f"Memory baseline taken. mem usage={before - self.avail:.2f} GB")
         self.load_model()
         self.init_memory_pool()
@@ -221,6 +234,17 @@ class Scheduler:
             "terminate called after throwing an instance of 'c10::DistBackendError'\n")
         sys.stderr.flush()
         os.abort()  # std::terminate -> SIGABRT; RLIMIT_CORE is 0 so no core file
+
+
+def check_tp_memory_balance(*, pre_model_load_memory, local_gpu_memory):
+    """distributed/bootstrap.py _check_tp_memory_balance, SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK on (its default):
+    every rank whose GPU has over 1/0.9 of the least free memory raises (the rank of the occupied GPU does not)."""
+    if pre_model_load_memory < local_gpu_memory * 0.9:
+        msg = "The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+        msg += (
+            f"{pre_model_load_memory=}, {local_gpu_memory=}, {local_gpu_memory * 0.9=}"
+        )
+        raise RuntimeError(msg)
 
 
 class AcceleratorError(RuntimeError):
