@@ -106,6 +106,7 @@ FOREIGN_TEXT = {
     "cuda_oom": (r"CUDA error: out of memory", "torch c10/cuda CUDAException"),
     "torch_oom": (r"OutOfMemoryError", "torch torch.OutOfMemoryError"),
     "oom_killer": (r"Killed process", "the kernel OOM killer (only in the journal when kernel messages are read)"),
+    "oom_kill_summary": (r"oom-kill:constraint=", "Linux mm/oom_kill.c dump_oom_summary (the kernel log)"),
     "nccl_error": (r"NCCL error", "torch ProcessGroupNCCL watchdog"),
     "cpp_terminate": (r"terminate called after", "libstdc++ std::terminate"),
     "config_invalid": (r"config file at .* is not a valid JSON file|does not appear to have a file named config",

@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
+import re
 import subprocess
 import threading
 import time
@@ -26,6 +27,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import
     NvidiaSmiError, apps_query_args, gpu_query_args, parse_compute_apps, parse_gpus,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import FOREIGN_TEXT
 from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
 
 __metaclass__ = type
@@ -287,6 +289,61 @@ def foreign_gpu_processes(nvidia_smi, own_pids, timeout):
     out = [{"gpu": index.get(a["gpu_uuid"]), "pid": a["pid"], "process_name": a["process_name"],
             "used_memory_mib": a["used_memory_mib"]} for a in apps if a["pid"] not in own]
     return sorted(out, key=lambda a: (a["gpu"] if a["gpu"] is not None else -1, a["pid"]))
+
+
+# ---------------------------------------------------------------- the kernel's OOM killer
+
+# Linux mm/oom_kill.c: dump_oom_summary ("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,
+# mems_allowed=0,oom_memcg=/system.slice/x.service,task_memcg=/system.slice/x.service,task=sglang::schedul,pid=1234,
+# uid=998") and __oom_kill_process ("Memory cgroup out of memory: Killed process 1234 (sglang::schedul)
+# total-vm:..kB, anon-rss:..kB, file-rss:..kB, shmem-rss:..kB, UID:.. pgtables:..kB oom_score_adj:0"; "Out of memory:"
+# when the whole host ran out).
+OOM_SUMMARY_RE = re.compile(r"%s(?P<constraint>\w+),.*?(?:oom_memcg=(?P<oom_memcg>[^,]*),)?task_memcg=(?P<task_memcg>"
+                            r"[^,]*),task=(?P<task>[^,]*),pid=(?P<pid>\d+)" % FOREIGN_TEXT["oom_kill_summary"][0])
+OOM_KILLED_RE = re.compile(r"%s (?P<pid>\d+) \((?P<comm>[^)]*)\) total-vm:(?P<total_vm>\d+)kB, anon-rss:(?P<anon>\d+)kB, "
+                           r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB" % FOREIGN_TEXT["oom_killer"][0])
+
+
+def parse_oom_kills(messages, unit):
+    """The OOM killer's kills of ``unit``'s processes in kernel-log ``messages``: list of dicts ``pid``, ``task``,
+    ``constraint`` (CONSTRAINT_MEMCG: a memory cgroup's limit; CONSTRAINT_NONE: the whole host), ``memcg``,
+    ``anon_rss_kib``, ``file_rss_kib``, ``shmem_rss_kib`` (None when the kill line is missing)."""
+    kills, sizes = [], {}
+    for message in messages:
+        match = OOM_SUMMARY_RE.search(message)
+        if match and match.group("task_memcg").rstrip("/").endswith("/" + unit):
+            kills.append({"pid": int(match.group("pid")), "task": match.group("task"),
+                          "constraint": match.group("constraint"),
+                          "memcg": match.group("oom_memcg") or match.group("task_memcg")})
+        match = OOM_KILLED_RE.search(message)
+        if match:
+            sizes[int(match.group("pid"))] = {"anon_rss_kib": int(match.group("anon")),
+                                              "file_rss_kib": int(match.group("file")),
+                                              "shmem_rss_kib": int(match.group("shmem"))}
+    for kill in kills:
+        kill.update(sizes.get(kill["pid"], {"anon_rss_kib": None, "file_rss_kib": None, "shmem_rss_kib": None}))
+    return kills
+
+
+def oom_kills(journalctl, matches, since, unit, timeout):
+    """``parse_oom_kills`` of the kernel log (journal entries matching ``matches``, e.g. ``_TRANSPORT=kernel``) since
+    ``since`` (systemd's timestamp text); [] when journalctl is absent or fails."""
+    if not journalctl:
+        return []
+    argv = [journalctl, "-o", "json", "--no-pager"] + list(matches or [])
+    stamp = " ".join(part for part in (since or "").split() if part[:1].isdigit())
+    if stamp:
+        argv += ["--since", stamp]
+    rc, out, dummy = run_bounded(argv, timeout)
+    if rc != 0:
+        return []
+    messages = []
+    for raw in out.splitlines():
+        try:
+            messages.append(_message(json.loads(raw)))
+        except ValueError:
+            continue
+    return parse_oom_kills(messages, unit)
 
 
 # ---------------------------------------------------------------- journal

@@ -66,6 +66,14 @@ options:
       it is abandoned for this poll.
     type: float
     default: 10
+  kernel_log_match:
+    description:
+      - journalctl matches that select the kernel log, read after a crash for the OOM killer's kills of the unit's
+        processes. C(_TRANSPORT=kernel) is what C(journalctl -k) reads; the sandbox feeds kernel lines with
+        C(logger -t kernel), so it uses C(SYSLOG_IDENTIFIER=kernel).
+    type: list
+    elements: str
+    default: [_TRANSPORT=kernel]
   log_level:
     description: The server's C(--log-level). At C(warning) and above SGLang logs no phase line (they are INFO); the
       verdict then rests on the process tree and HTTP and its reason says so.
@@ -156,6 +164,14 @@ port_holders:
   returned: always
   type: list
   elements: dict
+oom_kills:
+  description:
+    - For a crash, the kernel OOM killer's kills of the unit's processes since it started, from the kernel log (the
+      journal entries I(kernel_log_match) selects). Keys C(pid), C(task), C(constraint) (C(CONSTRAINT_MEMCG) a memory
+      cgroup's limit, C(CONSTRAINT_NONE) the whole host), C(memcg), C(anon_rss_kib), C(file_rss_kib), C(shmem_rss_kib).
+  returned: always
+  type: list
+  elements: dict
 gpu_holders:
   description:
     - When SGLang refused to start because a GPU's free memory was unbalanced (C(The memory capacity is
@@ -185,12 +201,15 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import text_re
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import (
-    UnitObserver, bounded, foreign_gpu_processes, run_bounded,
+    UnitObserver, bounded, foreign_gpu_processes, oom_kills, run_bounded,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
 from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
 
 MEMORY_UNBALANCED_RE = text_re("memory_unbalanced")
+HOST_OOM_ADVICE = ("lower what the server pins in host memory (--hicache-size / --hicache-ratio: the HiCache pool), "
+                   "raise the unit's memory limit (MemoryMax, or the node's) or free the host's RAM; the same flags "
+                   "on the same host run out again")
 
 ADVICE = {
     "restart_loop": "systemd keeps restarting the unit: check TimeoutStartSec (a 10-minute load needs more than the "
@@ -258,6 +277,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         # /health alone polls for its one-token answer once a second), so a full interval after it would see the
         # server's ready line one observation later.
         sleep(max(0.0, p["interval"] - (clock() - round_started)))
+    verdict["started_at"] = next((o.get("start_timestamp") for o in history if o.get("start_timestamp")), None)
     verdict["elapsed_s"] = round(history[-1]["t"], 1)
     verdict["history"] = transitions
     verdict["invocation_ids"] = [o["invocation_id"] for o in history if o.get("invocation_id")]
@@ -282,9 +302,17 @@ def failure_message(unit, v, journal_warning=None):
         msg += "; port %d is held by %s (user %s)" % (
             holder["port"], ("pid %d, %s" % (holder["pid"], holder["process"])) if holder["pid"] else
             "a process this user cannot see", holder["user"] or holder["uid"])
+    kills = v.get("oom_kills") or []
+    if kills:
+        msg += "; the kernel's OOM killer killed %s in %s (%s): host memory ran out, not GPU memory" % (
+            ", ".join("PID %d (%s%s)" % (k["pid"], k["task"], (", anon-rss %.1f GiB" % (k["anon_rss_kib"] / 1048576.0))
+                                         if k["anon_rss_kib"] is not None else "") for k in kills),
+            kills[0]["memcg"], kills[0]["constraint"])
     if journal_warning:
         msg += "; " + journal_warning
-    if v["verdict"] == "crashed":
+    if kills:
+        msg += "; " + HOST_OOM_ADVICE
+    elif v["verdict"] == "crashed":
         msg += "; " + crash_advice(v["phase"], v["error"])
     elif ADVICE.get(v["verdict"]):
         msg += "; " + ADVICE[v["verdict"]]
@@ -303,10 +331,14 @@ def main():
             probe_timeout=dict(type="float", default=5.0),
             log_level=dict(type="str", default="info"),
             call_timeout=dict(type="float", default=10.0),
+            kernel_log_match=dict(type="list", elements="str", default=["_TRANSPORT=kernel"]),
         ),
         supports_check_mode=True,
     )
     v = wait(module)
+    if v["verdict"] in ("crashed", "restart_loop"):  # killed for host memory? (the kernel log says whom and where)
+        v["oom_kills"] = oom_kills(module.get_bin_path("journalctl"), module.params["kernel_log_match"],
+                                   v.get("started_at"), module.params["unit"], module.params["call_timeout"])
     if v.get("bind_failed"):  # who holds the port now (an old server, another service)
         v["port_holders"] = listeners([v["bind_failed"]["port"]])
     if v["verdict"] == "crashed" and v["error"] and MEMORY_UNBALANCED_RE.search(v["error"]):
@@ -318,7 +350,8 @@ def main():
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
                   schedulers=v["schedulers"], bind_failed=v.get("bind_failed"),
-                  port_holders=v.get("port_holders") or [], gpu_holders=v.get("gpu_holders") or [])
+                  port_holders=v.get("port_holders") or [], gpu_holders=v.get("gpu_holders") or [],
+                  oom_kills=v.get("oom_kills") or [])
     result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),
                                              module.get_bin_path("journalctl"),
                                              module.get_bin_path("systemctl"), module.params["unit"],

@@ -612,3 +612,23 @@ def test_a_gpu_another_process_holds_stops_every_other_rank_at_the_memory_baseli
     assert not re.search(r"TP0\] Memory baseline taken", log)  # the held GPU's rank goes on until the tree is killed
     parsed = parse_log(log)
     assert parsed["crash_phase"] == "init_parallel" and "memory capacity is unbalanced" in parsed["error"]
+
+
+def test_host_memory_running_out_while_loading_kills_every_rank_and_the_kernel_says_so(start, ckpt, tmp_path):
+    """sgl-project/sglang#38567: host RAM, not VRAM: the OOM killer SIGKILLs the ranks mid-load; 0.5.23's parent
+    names the dead rank with its -9 and the OOM killer; the kernel's lines name the memory cgroup."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+
+    kernel = tmp_path / "kernel.log"
+    sim = start(["--model-path", str(ckpt), "--tp-size", "2"],
+                env={"SGLANG_SIM_FAULT": "host_oom_at_shard:3", "SGLANG_SIM_KERNEL_LOG": "file:%s" % kernel})
+    assert sim.wait_exit(30) == 1
+    assert re.search(r"RuntimeError: Rank \d scheduler died during initialization \(exit code: -9\)\. If exit code "
+                     r"is -9 \(SIGKILL\), a common cause is the OS OOM killer", sim.log)
+    lines = kernel.read_text().splitlines()
+    # one kill per rank the OOM killer reached before the parent's death took the rest (PR_SET_PDEATHSIG)
+    assert len(lines) in (3, 6) and sum("Memory cgroup out of memory: Killed process" in line for line in lines) >= 1
+    assert re.search(r"^oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=\(null\),cpuset=/,mems_allowed=0,oom_memcg=\S+,"
+                     r"task_memcg=\S+,task=sglang::schedul,pid=\d+,uid=\d+$", lines[1])
+    log = parse_log(sim.log)
+    assert log["crash_phase"] == "loading_weights" and log["scheduler_died"]["exit_code"] == -9

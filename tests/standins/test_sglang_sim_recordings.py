@@ -37,6 +37,8 @@ SCENARIOS = {
     "sim_empty_config_tp8.log": (8, {}, "exit", {}, True, []),
     "sim_rank_dies_at_init_tp8.log": (8, {"SGLANG_SIM_FAULT": "rank_dies_at_init:2"}, "exit", {}, False, []),
     "sim_nccl_abort_after_ready_tp2.log": (2, {"SGLANG_SIM_FAULT": "nccl_abort_after_ready"}, "exit", {}, False, []),
+    "sim_host_oom_at_shard_20_tp8.log": (8, {"SGLANG_SIM_FAULT": "host_oom_at_shard:20"}, "exit",
+                                         {"SGLANG_SIM_SHARD_DELAY_S": "0.05"}, False, []),
     "sim_warmup_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "warmup_failure"}, "exit", {}, False, HICACHE),
     "sim_tokenizer_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "tokenizer_load_failure"}, "exit", {}, False, HICACHE),
     "sim_hicache_no_memory_tp8.log": (8, {"SGLANG_SIM_FAULT": "hicache_alloc_failure:12"}, "exit", {}, False,

@@ -461,3 +461,45 @@ def test_foreign_gpu_processes_are_the_compute_apps_outside_the_unit(tmp_path):
     found = sglang_observe.foreign_gpu_processes(str(smi), [11], 5.0)
     assert found == [{"gpu": 3, "pid": 4242, "process_name": "python3", "used_memory_mib": 20480}]
     assert sglang_observe.foreign_gpu_processes(None, [], 5.0) == []
+
+
+OOM_KERNEL = [
+    "sglang::schedul invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+    "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/system.slice/"
+    "sglang-kimi.service,task_memcg=/system.slice/sglang-kimi.service,task=sglang::schedul,pid=7716,uid=998",
+    "Memory cgroup out of memory: Killed process 7716 (sglang::schedul) total-vm:91234567kB, anon-rss:64172851kB, "
+    "file-rss:6612kB, shmem-rss:0kB, UID:998 pgtables:130000kB oom_score_adj:0",
+    "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/system.slice/"
+    "other.service,task_memcg=/system.slice/other.service,task=python3,pid=9,uid=0",
+]
+
+
+def test_oom_kills_of_the_unit_are_read_from_the_kernel_log_with_their_sizes():
+    kills = sglang_observe.parse_oom_kills(OOM_KERNEL, "sglang-kimi.service")
+    assert kills == [{"pid": 7716, "task": "sglang::schedul", "constraint": "CONSTRAINT_MEMCG",
+                      "memcg": "/system.slice/sglang-kimi.service", "anon_rss_kib": 64172851, "file_rss_kib": 6612,
+                      "shmem_rss_kib": 0}]
+
+
+def test_a_host_oom_while_loading_is_crashed_with_the_kill_and_the_host_memory_hint(module_runner, monkeypatch):
+    """sgl-project/sglang#38567: every rank SIGKILLed while loading; the parent's -9 line; the kernel says it was the
+    OOM killer in the unit's memory cgroup: host RAM, never 'still loading', never the storage hint."""
+    script(monkeypatch, [{"log": "loading_multithread.log"},
+                         {"log": "sim_rank_dies_at_init_tp8.log", "schedulers": 0,
+                          "show": {"active": "failed", "sub": "failed", "result": "oom-kill", "pid": 0, "code": 1,
+                                   "status": 1}}])
+    seen = {}
+
+    def kernel(journalctl, matches, since, unit, timeout):
+        seen.update(matches=matches, since=since, unit=unit)
+        return sglang_observe.parse_oom_kills(OOM_KERNEL, unit)
+    monkeypatch.setattr(sglang_health, "oom_kills", kernel)
+    kind, result = module_runner(sglang_health, dict(ARGS, unit="sglang-kimi.service",
+                                                     kernel_log_match=["SYSLOG_IDENTIFIER=kernel"]))
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert seen["matches"] == ["SYSLOG_IDENTIFIER=kernel"] and seen["since"].startswith("Mon 2026-05-18")
+    assert result["oom_kills"][0]["pid"] == 7716
+    assert "the kernel's OOM killer killed PID 7716 (sglang::schedul, anon-rss 61.2 GiB) in " \
+           "/system.slice/sglang-kimi.service (CONSTRAINT_MEMCG): host memory ran out, not GPU memory" in result["msg"]
+    assert result["msg"].endswith(sglang_health.HOST_OOM_ADVICE)
+    assert "NCCL" not in result["msg"] and "model_stage" not in result["msg"]

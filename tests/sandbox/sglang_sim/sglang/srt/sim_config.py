@@ -38,6 +38,9 @@ DEFAULTS = {
     # 0.5.23's sigterm_watchdog checks every 5 s.
     "SGLANG_SIM_DRAIN_POLL_S": "5.0",
     "SGLANG_SIM_FAULT_DELAY_S": "1.0",
+    # Where a simulated kernel's lines go (host_oom_at_shard): "logger" (the node's journal, SYSLOG_IDENTIFIER=kernel)
+    # or "" (nowhere: a controller's test must not write kernel lines into its own journal).
+    "SGLANG_SIM_KERNEL_LOG": "",
     "SGLANG_SIM_PROGRESS_FORMAT": "",  # "" (0.5.23) or "legacy" (0.5.8/0.5.9 one line per shard)
     "SGLANG_SIM_SAFETENSORS_STYLE": "",  # "" (safetensors >= 0.6 messages) or "legacy"
     "SGLANG_SIM_GPU_MEM_GB": "94.97",  # RTX PRO 6000 Blackwell as torch reports it

@@ -29,6 +29,7 @@ import logging
 import os
 import resource
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -145,6 +146,8 @@ class Scheduler:
         before = self.avail
 
         def on_shard(i):
+            if kind == "host_oom_at_shard" and i == int(arg):
+                host_oom_kill(self.cfg["title"])  # every rank's load buffers: each rank is killed in turn
             if self.tp_rank != 0:
                 return
             if kind == "crash_at_shard" and i == int(arg):
@@ -234,6 +237,57 @@ class Scheduler:
             "terminate called after throwing an instance of 'c10::DistBackendError'\n")
         sys.stderr.flush()
         os.abort()  # std::terminate -> SIGABRT; RLIMIT_CORE is 0 so no core file
+
+
+def _memcg():
+    """This process's memory cgroup (cgroup v2's unified line, else v1's memory controller), as the kernel names it."""
+    found = "/"
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                dummy, controllers, path = line.rstrip("\n").split(":", 2)
+                if controllers == "" or "memory" in controllers.split(","):
+                    found = path
+    except OSError:
+        pass
+    return found
+
+
+def _status_kib(field):
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def host_oom_kill(title):
+    """``host_oom_at_shard:N``: host memory runs out while the ranks load (sgl-project/sglang#38567): the kernel's OOM
+    killer SIGKILLs this rank. Its three kernel-log lines (mm/oom_kill.c dump_header, dump_oom_summary,
+    __oom_kill_process; ``comm`` is the 15-character task name) go where ``SGLANG_SIM_KERNEL_LOG`` says: ``logger``
+    (the sandbox node's journal, as ``SYSLOG_IDENTIFIER=kernel``, how the sandbox feeds kernel lines), ``file:PATH``,
+    or nowhere."""
+    comm, pid, uid, cg = title[:15], os.getpid(), os.getuid(), _memcg()
+    lines = [
+        f"{comm} invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0",
+        f"oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg={cg},"
+        f"task_memcg={cg},task={comm},pid={pid},uid={uid}",
+        f"Memory cgroup out of memory: Killed process {pid} ({comm}) total-vm:{_status_kib('VmSize')}kB, "
+        f"anon-rss:{_status_kib('RssAnon')}kB, file-rss:{_status_kib('RssFile')}kB, "
+        f"shmem-rss:{_status_kib('RssShmem')}kB, UID:{uid} pgtables:{_status_kib('VmPTE')}kB oom_score_adj:0",
+    ]
+    target = sim_config.get("SGLANG_SIM_KERNEL_LOG")
+    if target == "logger":
+        for line in lines:
+            subprocess.run(["logger", "-t", "kernel", "-p", "kern.err", line], check=False, timeout=10)
+    elif target.startswith("file:"):
+        with open(target[len("file:"):], "a", encoding="utf-8") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+    sys.stderr.flush()
+    os.kill(pid, signal.SIGKILL)
 
 
 def check_tp_memory_balance(*, pre_model_load_memory, local_gpu_memory):
