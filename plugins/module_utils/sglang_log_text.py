@@ -28,6 +28,8 @@ WHEEL_TEXT = {
                         "distributed/bootstrap.py measure_pre_model_load_memory"),
     "memory_unbalanced": (r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes\.",
                           "distributed/bootstrap.py _check_tp_memory_balance"),
+    "shards_missing": (r"references \d+ shard file\(s\) missing from ",
+                       "model_loader/weight_utils.py filter_duplicate_safetensors_files"),
     "load_weight_begin": (r"Load weight begin\. avail mem=", "model_executor/model_runner.py ModelRunner.load_model"),
     "weights_format": (r"Using model weights format ", "model_loader/weight_utils.py"),
     "bar_multithread": (r"Multi-thread loading shards",

@@ -614,6 +614,21 @@ def test_a_gpu_another_process_holds_stops_every_other_rank_at_the_memory_baseli
     assert parsed["crash_phase"] == "init_parallel" and "memory capacity is unbalanced" in parsed["error"]
 
 
+def test_a_missing_shard_is_refused_before_any_shard_is_read(start, ckpt):
+    """0.5.23 checks every file the index names before it reads one: every rank raises, no bar is drawn."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+
+    victim = sorted(ckpt.glob("*.safetensors"))[2]
+    victim.unlink()
+    sim = start(["--model-path", str(ckpt), "--tp-size", "2"])
+    assert sim.wait_exit(20) == -signal.SIGKILL
+    assert re.search(r"RuntimeError: model\.safetensors\.index\.json references 1 shard file\(s\) missing from \S+ "
+                     r"\(incomplete download\?\): \['%s'\]" % re.escape(victim.name), sim.log)
+    assert "loading shards" not in sim.log
+    log = parse_log(sim.log)
+    assert log["crash_phase"] == "loading_weights" and "shard file(s) missing" in log["error"]
+
+
 def test_host_memory_running_out_while_loading_kills_every_rank_and_the_kernel_says_so(start, ckpt, tmp_path):
     """sgl-project/sglang#38567: host RAM, not VRAM: the OOM killer SIGKILLs the ranks mid-load; 0.5.23's parent
     names the dead rank with its -9 and the OOM killer; the kernel's lines name the memory cgroup."""

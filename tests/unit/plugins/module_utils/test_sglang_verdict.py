@@ -76,3 +76,21 @@ def test_crash_advice_follows_the_error_then_the_phase():
     assert "--hicache-size" in crash_advice("hicache_alloc", "ValueError: Not enough host memory available.")
     assert "model_stage" in crash_advice("loading_weights", "OSError: [Errno 5] Input/output error")
     assert "port is taken" in crash_advice("http_server", "OSError: [Errno 98] Address already in use")
+    unbalanced = ("RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                  "pre_model_load_memory=73.67, local_gpu_memory=93.67, local_gpu_memory * 0.9=84.303")
+    assert "another process holds memory" in crash_advice("init_parallel", unbalanced)
+    assert "NCCL" not in crash_advice("init_parallel", unbalanced)
+
+
+def test_a_missing_shard_is_crashed_loading_with_the_staging_hint():
+    """0.5.23 refuses an index whose shards are not all on disk before it reads one (every rank raises)."""
+    text = "".join("[2026-12-05 10:00:00 TP%d] Load weight begin. avail mem=93.67 GB\n" % r for r in range(2))
+    text += ("[2026-12-05 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+             "  File \"/x/weight_utils.py\", line 1, in filter_duplicate_safetensors_files\n"
+             "RuntimeError: model.safetensors.index.json references 1 shard file(s) missing from "
+             "/srv/models/Kimi-K2.5/current (incomplete download?): ['model-00043-of-000064.safetensors']\n"
+             "[2026-12-05 10:00:00] Received sigquit from a child process. It usually means the child failed.\n")
+    log = parse_log(text)
+    assert log["crash_phase"] == "loading_weights"
+    advice = crash_advice(log["crash_phase"], log["error"])
+    assert "re-run model_stage" in advice and "storage" not in advice

@@ -116,8 +116,18 @@ def read_index(model_path):
 
 
 def shard_files(model_path):
+    """The index's shards, refused before any is read when one is not on disk (0.5.23
+    ``filter_duplicate_safetensors_files``: "Fail fast if the index references shard files that are not on disk")."""
     index = read_index(model_path)
-    return sorted({os.path.join(model_path, f) for f in index["weight_map"].values()})
+    files = sorted({os.path.join(model_path, f) for f in index["weight_map"].values()})
+    missing_files = [f for f in files if not os.path.isfile(f)]
+    if missing_files:
+        raise RuntimeError(
+            f"model.safetensors.index.json references {len(missing_files)} shard file(s) missing "
+            f"from {model_path} (incomplete download?): "
+            f"{[os.path.basename(f) for f in missing_files]}"
+        )
+    return files
 
 
 def check_safetensors_file(path):
