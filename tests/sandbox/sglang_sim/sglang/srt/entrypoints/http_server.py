@@ -550,12 +550,19 @@ def running_phase_sigquit_handler(signum=None, frame=None):
 def sigterm_handler(signum=None, frame=None):
     logger.warning(f"SIGTERM received. {signum=} {frame=}. Draining requests and shutting down...")
     STATE.gracefully_exit = True
-    threading.Thread(target=sigterm_watchdog, daemon=True).start()
+
+
+# managers/tokenizer_manager.py: the exit timeout of the schedulers after ShutdownReq
+SCHEDULER_EXIT_TIMEOUT_SECS = 15
 
 
 def sigterm_watchdog():
+    """managers/tokenizer_manager.py sigterm_watchdog: a task from start-up that looks every 5 s whether SIGTERM came
+    (so the drain's first check comes 0-5 s after it), drains, sends ShutdownReq, waits up to 15 s for the schedulers
+    (they unpin the HiCache pool on the way out) and names the ones it must kill."""
     poll = sim_config.get_float("SGLANG_SIM_DRAIN_POLL_S")
-    time.sleep(poll)
+    while not STATE.gracefully_exit:
+        time.sleep(poll)
     while True:
         with STATE.lock:
             remaining_rids = list(STATE.rid_to_state)
@@ -572,9 +579,13 @@ def sigterm_watchdog():
     STATE.watchdog.stop()
     for s in STATE.schedulers + [STATE.detok]:
         s.shutdown()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + SCHEDULER_EXIT_TIMEOUT_SECS
     while time.monotonic() < deadline and any(s.is_alive() for s in STATE.schedulers):
         time.sleep(0.1)
+    stragglers = [s.pid for s in STATE.schedulers if s.is_alive()]
+    if stragglers:
+        logger.warning(f"Schedulers still alive {SCHEDULER_EXIT_TIMEOUT_SECS}s after "
+                       f"ShutdownReq, killing them before they released: {stragglers}")
     kill_process_tree(os.getpid(), include_parent=False)
     if STATE.server is None:  # the port was never bound: nothing serves, nothing to shut down
         os._exit(0)
@@ -589,6 +600,7 @@ def launch_server(args, schedulers, detok, cfg, watchdog):
     # upstream registers both through loop.add_signal_handler, which calls them without arguments
     signal.signal(signal.SIGQUIT, lambda signum, frame: running_phase_sigquit_handler())
     signal.signal(signal.SIGTERM, lambda signum, frame: sigterm_handler())
+    threading.Thread(target=sigterm_watchdog, daemon=True, name="sigterm_watchdog").start()
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     http.server.ThreadingHTTPServer.daemon_threads = True
     # http_server.py lifespan: the startup half starts the warmup thread, the shutdown half joins it

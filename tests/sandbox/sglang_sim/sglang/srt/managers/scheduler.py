@@ -316,6 +316,9 @@ def run_scheduler_process(cfg, ready_fd, ctl_fd):
         os.write(ready_fd, (json.dumps({"status": "ready", "max_total_num_tokens": scheduler.max_total_num_tokens})
                             + "\n").encode())
         scheduler.run_event_loop(ctl_fd)
+        # ShutdownReq breaks the event loop; "the finally in run_scheduler_process releases resources" (0.5.23)
+        if getattr(scheduler, "host_pool", None) is not None:
+            scheduler.host_pool.release()
     except Exception:
         traceback = get_exception_traceback()
         logger.error(f"Scheduler hit an exception: {traceback}")

@@ -81,6 +81,15 @@ class MLATokenToKVPoolHost:
         self.requested_bytes = requested_bytes
         self._pin(requested_bytes)
 
+    def release(self):
+        """cudaHostUnregister on the way out (0.5.23 run_scheduler_process's finally, after ShutdownReq): unpinning a
+        large buffer takes time too, as long as pinning it did."""
+        nbytes = getattr(self, "requested_bytes", 0) or 0
+        rate = sim_config.get_float("SGLANG_SIM_HICACHE_PIN_GBPS") * 1e9
+        if nbytes and rate > 0:
+            time.sleep(nbytes / rate)
+        self.buffer = None
+
     def _pin(self, nbytes):
         """cudaHostRegister of the whole buffer: time proportional to its size, memory really taken when
         SGLANG_SIM_HICACHE_TOUCH is set."""
