@@ -304,14 +304,16 @@ OOM_KILLED_RE = re.compile(r"%s (?P<pid>\d+) \((?P<comm>[^)]*)\) total-vm:(?P<to
                            r"file-rss:(?P<file>\d+)kB, shmem-rss:(?P<shmem>\d+)kB" % FOREIGN_TEXT["oom_killer"][0])
 
 
-def parse_oom_kills(messages, unit):
-    """The OOM killer's kills of ``unit``'s processes in kernel-log ``messages``: list of dicts ``pid``, ``task``,
+def parse_oom_kills(messages, unit, pids=()):
+    """The OOM killer's kills of ``unit``'s processes in kernel-log ``messages`` (the killed task's memory cgroup is the
+    unit's, as on cgroup v2; or its PID was seen in the unit's cgroup, where the unit has no memory cgroup of its own,
+    as on a cgroup v1 host without memory delegation): list of dicts ``pid``, ``task``,
     ``constraint`` (CONSTRAINT_MEMCG: a memory cgroup's limit; CONSTRAINT_NONE: the whole host), ``memcg``,
     ``anon_rss_kib``, ``file_rss_kib``, ``shmem_rss_kib`` (None when the kill line is missing)."""
     kills, sizes = [], {}
     for message in messages:
         match = OOM_SUMMARY_RE.search(message)
-        if match and match.group("task_memcg").rstrip("/").endswith("/" + unit):
+        if match and (match.group("task_memcg").rstrip("/").endswith("/" + unit) or int(match.group("pid")) in pids):
             kills.append({"pid": int(match.group("pid")), "task": match.group("task"),
                           "constraint": match.group("constraint"),
                           "memcg": match.group("oom_memcg") or match.group("task_memcg")})
@@ -325,7 +327,7 @@ def parse_oom_kills(messages, unit):
     return kills
 
 
-def oom_kills(journalctl, matches, since, unit, timeout):
+def oom_kills(journalctl, matches, since, unit, timeout, pids=()):
     """``parse_oom_kills`` of the kernel log (journal entries matching ``matches``, e.g. ``_TRANSPORT=kernel``) since
     ``since`` (systemd's timestamp text); [] when journalctl is absent or fails."""
     if not journalctl:
@@ -343,7 +345,7 @@ def oom_kills(journalctl, matches, since, unit, timeout):
             messages.append(_message(json.loads(raw)))
         except ValueError:
             continue
-    return parse_oom_kills(messages, unit)
+    return parse_oom_kills(messages, unit, set(int(p) for p in pids or ()))
 
 
 # ---------------------------------------------------------------- journal
@@ -499,6 +501,7 @@ class UnitObserver(object):
         obs["schedulers"], obs["activity"] = proc
         pids = bounded(lambda: cgroup_pids(obs["control_group"], self.cgroup_root), self.call_timeout, [])
         obs["gpu"] = gpu_observation(self.nvidia_smi, pids, self.call_timeout)
+        obs["pids"] = pids
         invocation = obs["invocation_id"]
         ended = None
         if previous and previous.get("invocation_id") and previous["invocation_id"] != invocation:

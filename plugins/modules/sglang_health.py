@@ -277,6 +277,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         # /health alone polls for its one-token answer once a second), so a full interval after it would see the
         # server's ready line one observation later.
         sleep(max(0.0, p["interval"] - (clock() - round_started)))
+    verdict["seen_pids"] = sorted(set(pid for o in history for pid in (o.get("pids") or [])))
     verdict["started_at"] = next((o.get("start_timestamp") for o in history if o.get("start_timestamp")), None)
     verdict["elapsed_s"] = round(history[-1]["t"], 1)
     verdict["history"] = transitions
@@ -338,7 +339,8 @@ def main():
     v = wait(module)
     if v["verdict"] in ("crashed", "restart_loop"):  # killed for host memory? (the kernel log says whom and where)
         v["oom_kills"] = oom_kills(module.get_bin_path("journalctl"), module.params["kernel_log_match"],
-                                   v.get("started_at"), module.params["unit"], module.params["call_timeout"])
+                                   v.get("started_at"), module.params["unit"], module.params["call_timeout"],
+                                   v.get("seen_pids"))
     if v.get("bind_failed"):  # who holds the port now (an old server, another service)
         v["port_holders"] = listeners([v["bind_failed"]["port"]])
     if v["verdict"] == "crashed" and v["error"] and MEMORY_UNBALANCED_RE.search(v["error"]):

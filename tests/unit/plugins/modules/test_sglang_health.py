@@ -490,7 +490,7 @@ def test_a_host_oom_while_loading_is_crashed_with_the_kill_and_the_host_memory_h
                                    "status": 1}}])
     seen = {}
 
-    def kernel(journalctl, matches, since, unit, timeout):
+    def kernel(journalctl, matches, since, unit, timeout, pids=()):
         seen.update(matches=matches, since=since, unit=unit)
         return sglang_observe.parse_oom_kills(OOM_KERNEL, unit)
     monkeypatch.setattr(sglang_health, "oom_kills", kernel)
@@ -503,3 +503,12 @@ def test_a_host_oom_while_loading_is_crashed_with_the_kill_and_the_host_memory_h
            "/system.slice/sglang-kimi.service (CONSTRAINT_MEMCG): host memory ran out, not GPU memory" in result["msg"]
     assert result["msg"].endswith(sglang_health.HOST_OOM_ADVICE)
     assert "NCCL" not in result["msg"] and "model_stage" not in result["msg"]
+
+
+def test_oom_kills_are_attributed_by_pid_where_the_unit_has_no_memory_cgroup_of_its_own():
+    """cgroup v1 without memory delegation (the sandbox's containers): the kernel names the container's memory cgroup,
+    so a kill is the unit's when its PID was seen in the unit's cgroup during the watch."""
+    lines = [line.replace("/system.slice/sglang-kimi.service", "/libpod_parent/libpod-46c1") for line in OOM_KERNEL]
+    assert sglang_observe.parse_oom_kills(lines, "sglang-kimi.service") == []
+    kills = sglang_observe.parse_oom_kills(lines, "sglang-kimi.service", pids={7716})
+    assert [(k["pid"], k["memcg"], k["anon_rss_kib"]) for k in kills] == [(7716, "/libpod_parent/libpod-46c1", 64172851)]
