@@ -134,6 +134,9 @@ class SimProcess:
         self.out_path = os.path.join(workdir, "sim-%d.out" % self.port)
         full_env = dict(os.environ, SGLANG_SIM_CONFIG="", **FAST)
         full_env.pop("SGLANG_SIM_FAULT", None)
+        # its own process state directory: simulators sharing one see each other's ranks on "their" GPUs, and 0.5.23's
+        # memory-balance check refuses to start beside another server (as it would on real GPUs)
+        full_env["SGLANG_SIM_STATE_DIR"] = os.path.join(workdir, "sim-state-%d" % self.port)
         if pythonpath:
             full_env["PYTHONPATH"] = pythonpath
         full_env.update(env or {})
@@ -187,7 +190,9 @@ def crash_time(log_text):
 
 def one_run(n, opts, obs_mod, log_mod, verdict_mod, workdir, pythonpath):
     env = {"SGLANG_SIM_FAULT": "crash_at_shard:%d" % opts.crash_shard, "SGLANG_LOG_MS": "1",
-           "SGLANG_SIM_SHARD_DELAY_S": str(opts.shard_delay)}
+           "SGLANG_SIM_SHARD_DELAY_S": str(opts.shard_delay),
+           # not the GPU stand-in's: beside a serving node's own server, 0.5.23's memory-balance check would refuse
+           "SGLANG_SIM_STATE_DIR": os.path.join(workdir, "sim-state-%d" % n)}
     args = ["--model-path", opts.model_path, "--tp-size", str(opts.tp_size), "--trust-remote-code",
             "--tool-call-parser", "kimi_k2", "--reasoning-parser", "kimi_k2"]
     sim, unit = None, None
