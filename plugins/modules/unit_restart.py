@@ -135,8 +135,9 @@ def stuck_message(unit, show, elapsed, since_kill, left, timeout_stop):
         msg += " %.0f s after systemd's SIGKILL" % since_kill
     if left:
         msg += "; left in its cgroup: " + ", ".join(
-            "PID %d (%s) state %s (%s)%s" % (p["pid"], p["command"], p["state"], STATE_NAMES.get(p["state"], "?"),
-                                            (", in the kernel at %s" % p["wchan"]) if p["wchan"] else "")
+            "PID %d (%s) state %s (%s)%s" % (
+                p["pid"], p["command"], p["state"], STATE_NAMES.get(p["state"], "?"),
+                (", in the kernel at %s" % p["wchan"]) if p["wchan"] else "")
             for p in left)
         if any(p["state"] == "D" for p in left):
             msg += ("; a process in uninterruptible sleep ignores SIGKILL until its kernel call returns: a process "

@@ -1,7 +1,6 @@
-#!/usr/bin/python3
 """Run a command with its output turned into journal records, tqdm's redraws included (Python 3 stdlib only).
 
-Usage: sglang_log_lines.py [--redraw-idle-s S] [--drain-s S] -- COMMAND [ARG...]
+Usage: python3 sglang_log_lines.py [--redraw-idle-s S] [--drain-s S] -- COMMAND [ARG...]
 
 Why: journald (systemd 252 on Debian 12, as every release since) splits a service's stdout and stderr streams into
 records at newlines only. tqdm, which SGLang 0.5.23 uses for its weight-loading bar (``model_loader/weight_utils.py``:
