@@ -28,7 +28,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import FOREIGN_TEXT
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, show_fields
 
 __metaclass__ = type
 
@@ -40,11 +40,7 @@ SCHEDULER_TITLE = "sglang::scheduler"
 
 def parse_show(text):
     """``systemctl show -p ...`` output (KEY=VALUE lines) -> observation fields."""
-    raw = {}
-    for line in (text or "").splitlines():
-        if "=" in line:
-            key, value = line.split("=", 1)
-            raw[key.strip()] = value.strip()
+    raw = show_fields(text)
 
     def num(key):
         try:
@@ -163,15 +159,19 @@ def probe_health(url, timeout):
         return None, time.time() - started, str(exc.reason)
 
 
+def journal_since(timestamp):
+    """systemd's timestamp text as journalctl's ``--since``: "Mon 2026-05-18 10:00:00 UTC" -> "2026-05-18 10:00:00"
+    ("" for none)."""
+    return " ".join(part for part in (timestamp or "").split() if part[:1].isdigit())
+
+
 def journal_command(journalctl, unit, invocation_id, start_timestamp):
     """argv reading one invocation's journal (``-o cat``: the messages as SGLang wrote them)."""
     cmd = [journalctl, "-u", unit, "-o", "cat", "--no-pager"]
     if invocation_id:
         cmd.append("_SYSTEMD_INVOCATION_ID=%s" % invocation_id)
     elif start_timestamp:
-        parts = start_timestamp.split()
-        # "Mon 2026-05-18 10:00:00 UTC" -> "2026-05-18 10:00:00"
-        cmd += ["--since", " ".join(p for p in parts if p[:1].isdigit())]
+        cmd += ["--since", journal_since(start_timestamp)]
     return cmd
 
 
@@ -333,7 +333,7 @@ def oom_kills(journalctl, matches, since, unit, timeout, pids=()):
     if not journalctl:
         return []
     argv = [journalctl, "-o", "json", "--no-pager"] + list(matches or [])
-    stamp = " ".join(part for part in (since or "").split() if part[:1].isdigit())
+    stamp = journal_since(since)
     if stamp:
         argv += ["--since", stamp]
     rc, out, dummy = run_bounded(argv, timeout)
@@ -391,7 +391,7 @@ class JournalReader(object):
         if invocation:
             argv.append("_SYSTEMD_INVOCATION_ID=%s" % invocation)
         elif since:
-            argv += ["--since", " ".join(p for p in since.split() if p[:1].isdigit())]
+            argv += ["--since", journal_since(since)]
         return argv + list(extra)
 
     def _stream(self, argv, stop_at_ready):

@@ -23,13 +23,19 @@ __metaclass__ = type
 HIERARCHIES = ("", "unified", "systemd")
 
 
-def parse_show(text):
-    """``systemctl show -p ControlGroup,MainPID`` -> dict (``control_group`` str or None, ``main_pid`` int)."""
+def show_fields(text):
+    """``systemctl show -p ...`` output (KEY=VALUE lines) -> dict of the raw values (str)."""
     raw = {}
     for line in (text or "").splitlines():
         key, sep, value = line.partition("=")
         if sep:
             raw[key.strip()] = value.strip()
+    return raw
+
+
+def parse_show(text):
+    """``systemctl show -p ControlGroup,MainPID`` -> dict (``control_group`` str or None, ``main_pid`` int)."""
+    raw = show_fields(text)
     try:
         main_pid = int(raw.get("MainPID") or 0)
     except ValueError:

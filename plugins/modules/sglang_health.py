@@ -201,10 +201,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import 
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import text_re
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import (
-    UnitObserver, bounded, foreign_gpu_processes, oom_kills, run_bounded,
+    UnitObserver, foreign_gpu_processes, oom_kills, run_bounded,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
 
 MEMORY_UNBALANCED_RE = text_re("memory_unbalanced")
 HOST_OOM_ADVICE = ("lower what the server pins in host memory (--hicache-size / --hicache-ratio: the HiCache pool), "
@@ -344,10 +343,9 @@ def main():
     if v.get("bind_failed"):  # who holds the port now (an old server, another service)
         v["port_holders"] = listeners([v["bind_failed"]["port"]])
     if v["verdict"] == "crashed" and v["error"] and MEMORY_UNBALANCED_RE.search(v["error"]):
-        # which GPU another process holds, and whose process it is (the unit's own have ended or are not counted)
-        observer = make_observer(module)
-        own = bounded(lambda: cgroup_pids(observer.show()["control_group"]), module.params["call_timeout"], [])
-        v["gpu_holders"] = foreign_gpu_processes(module.get_bin_path("nvidia-smi"), own, module.params["call_timeout"])
+        # which GPU another process holds, and whose process it is (not one the watch saw in the unit's cgroup)
+        v["gpu_holders"] = foreign_gpu_processes(module.get_bin_path("nvidia-smi"), v["seen_pids"],
+                                                 module.params["call_timeout"])
     result = dict(changed=False, verdict=v["verdict"], phase=v["phase"], progress=v["progress"],
                   exit_status=v["exit_status"], traceback=v["traceback"], error=v["error"],
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],

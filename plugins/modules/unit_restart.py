@@ -76,21 +76,12 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids
+from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, show_fields
 
 PROPERTIES = ("ActiveState", "SubState", "Result", "InvocationID", "ControlGroup", "TimeoutStopUSec", "MainPID")
 KILLED = ("stop-sigkill", "final-sigkill")
 STATE_NAMES = {"D": "uninterruptible sleep in the kernel", "Z": "exited, not yet reaped", "R": "running",
                "S": "sleeping", "T": "stopped", "t": "traced"}
-
-
-def parse_show(text):
-    out = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key] = value
-    return out
 
 
 def seconds(value):
@@ -173,7 +164,7 @@ def main():
         return out
 
     def show():
-        return parse_show(run(["show", unit, "-p", ",".join(PROPERTIES)]))
+        return show_fields(run(["show", unit, "-p", ",".join(PROPERTIES)]))
 
     if p["daemon_reload"]:
         run(["daemon-reload"])
