@@ -492,6 +492,58 @@ def test_warmup_failure_is_every_ranks_exception_in_the_forward_and_the_request_
     assert "Initialization failed" not in log and "The server is fired up" not in log and not sim.children()
 
 
+def test_hang_in_warmup_is_the_scheduler_watchdogs_sigquit(start, tmp_path):
+    """0.5.23, a warmup forward that never finishes: no ready line, ``/health`` 503 (still starting), the GPU busy;
+    every rank's scheduler watchdog (``--watchdog-timeout``, checked every half of it) logs its debug info, the py-spy
+    attempts and ``Scheduler watchdog timeout``, then SIGQUITs the parent, which kills the tree."""
+    ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", "--watchdog-timeout", "2"],
+                env={"SGLANG_SIM_FAULT": "hang_in_warmup"})
+    sim.wait_for(lambda: "Uvicorn running on" in sim.log, 20, "the port")
+    assert sim.get("/health")[0] == 503
+    tic = time.time()
+    assert sim.wait_exit(30) == -signal.SIGKILL
+    log = sim.log
+    assert re.search(r"TP[01]\] Scheduler watchdog timeout \(self\.watchdog_timeout=2\.0, self\.soft=False\)", log)
+    assert re.search(r"TP[01]\] Scheduler debug info:\n", log) and "Pyspy" in log
+    assert "SIGQUIT received." in log and "The server is fired up" not in log and not sim.children()
+    assert time.time() - tic < 20
+
+
+def test_health_follows_the_detokenizer_and_busy_is_not_dead(start, ckpt):
+    """``/health`` is 200 once anything came back after the probe began; a prefill longer than
+    SGLANG_HEALTH_CHECK_TIMEOUT holds every token, so a busy server answers 503, logs ``Health check failed``, and
+    ``/ready`` says 503 until a later probe succeeds (the server is not dead: the long request then finishes)."""
+    sim = start(["--model-path", str(ckpt), "--tp", "2"],
+                env={"SGLANG_HEALTH_CHECK_TIMEOUT": "2", "SGLANG_SIM_PREFILL_TOKENS_PER_S": "1000"})
+    sim.wait_ready()
+    assert sim.get("/health")[0] == 200 and sim.get("/ready")[0] == 200
+    long_prompt = "x" * 4 * 4000  # 4000 tokens at 1000/s: the scheduler is held 4 s
+    done = {}
+    worker = threading.Thread(target=lambda: done.update(r=sim.post(
+        "/generate", {"text": long_prompt, "sampling_params": {"max_new_tokens": 4}}, timeout=30)))
+    worker.start()
+    time.sleep(0.3)
+    tic = time.time()
+    assert sim.get("/health", timeout=10)[0] == 503
+    assert 2 <= time.time() - tic < 4
+    assert "Health check failed. Server couldn't get a response from detokenizer for last 2 seconds." in sim.log
+    assert sim.get("/ready")[0] == 503
+    worker.join(30)
+    assert done["r"][0] == 200
+    assert sim.get("/health")[0] == 200 and sim.get("/ready")[0] == 200
+
+
+def test_hang_after_ready_fails_health_then_the_watchdog_kills(start, ckpt):
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--watchdog-timeout", "3"],
+                env={"SGLANG_HEALTH_CHECK_TIMEOUT": "1", "SGLANG_SIM_FAULT": "hang_after_ready:0.5"})
+    sim.wait_ready()
+    time.sleep(0.6)
+    assert sim.get("/health", timeout=10)[0] == 503
+    assert sim.wait_exit(30) == -signal.SIGKILL
+    assert "Scheduler watchdog timeout" in sim.log and not sim.children()
+
+
 def test_tokenizer_files_are_checked_before_any_weight_is_read(start, tmp_path):
     """A Kimi checkpoint without the file its tokenizer imports relatively fails in the parent (exit 1) with
     transformers' message, before "Load weight begin"; --trust-remote-code is required for its remote code."""

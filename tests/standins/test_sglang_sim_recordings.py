@@ -39,6 +39,9 @@ SCENARIOS = {
     "sim_nccl_abort_after_ready_tp2.log": (2, {"SGLANG_SIM_FAULT": "nccl_abort_after_ready"}, "exit", {}, False, []),
     "sim_host_oom_at_shard_20_tp8.log": (8, {"SGLANG_SIM_FAULT": "host_oom_at_shard:20"}, "exit",
                                          {"SGLANG_SIM_SHARD_DELAY_S": "0.05"}, False, []),
+    # the warmup's forward never finishes: the scheduler watchdog (--watchdog-timeout 2 here, 300 by default) kills it
+    "sim_hang_in_warmup_tp2.log": (2, {"SGLANG_SIM_FAULT": "hang_in_warmup"}, "exit", {}, False,
+                                   ["--watchdog-timeout", "2"]),
     "sim_warmup_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "warmup_failure"}, "exit", {}, False, HICACHE),
     "sim_tokenizer_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "tokenizer_load_failure"}, "exit", {}, False, HICACHE),
     "sim_hicache_no_memory_tp8.log": (8, {"SGLANG_SIM_FAULT": "hicache_alloc_failure:12"}, "exit", {}, False,

@@ -27,6 +27,10 @@ DEFAULTS = {
     "SGLANG_SIM_REQUEST_S": "0.05",
     "SGLANG_SIM_TOKEN_S": "0.0",
     "SGLANG_SIM_DETOKENIZE_S": "0.002",
+    # Prefill throughput (prompt tokens per second, the prompt counted as 4 characters a token): a prefill holds the
+    # scheduler, so a long prompt stops every other request's tokens and /health's; 0 = instant. A sandbox figure
+    # (Kimi-K2.5 on 8 PCIe GPUs prefills thousands of tokens a second), not the wheel's.
+    "SGLANG_SIM_PREFILL_TOKENS_PER_S": "8000",
     # Reasoning tokens the fake model produces before its answer (kimi_k2 thinks by default).
     "SGLANG_SIM_THINK_TOKENS": "600",
     # The scheduler logs decode stats (and so updates /metrics) every decode_log_interval (40) steps.

@@ -17,6 +17,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 
 from sglang.srt import sim_config
@@ -64,6 +65,7 @@ class Child:
         os.close(ctl_r)
         self.ready_fd = ready_r
         self.ctl = os.fdopen(ctl_w, "w")
+        self._ctl_lock = threading.Lock()
         self.pid = self.proc.pid
         self.rank = cfg.get("tp_rank", 0)
 
@@ -74,11 +76,12 @@ class Child:
         return self.proc.poll() is None
 
     def tell(self, word):
-        try:
-            self.ctl.write(word + "\n")
-            self.ctl.flush()
-        except (BrokenPipeError, ValueError):
-            pass
+        with self._ctl_lock:  # request threads tell concurrently
+            try:
+                self.ctl.write(word + "\n")
+                self.ctl.flush()
+            except (BrokenPipeError, ValueError):
+                pass
 
     def shutdown(self):
         self.tell("shutdown")
@@ -194,6 +197,7 @@ def launch_subprocesses(args, hf_config):
         "chunked_prefill_size": args.chunked_prefill_size or 8192,
         "max_prefill_tokens": args.max_prefill_tokens, "max_running_requests": args.max_running_requests,
         "mem_fraction_static": args.mem_fraction_static, "multithread_load": multithread,
+        "watchdog_timeout": args.watchdog_timeout,
         "disable_cuda_graph": bool(args.disable_cuda_graph) or args.cuda_graph_backend_decode == "disabled",
         "disable_prefill_graph": args.cuda_graph_backend_prefill == "disabled",
         "cuda_graph_max_bs_decode": args.cuda_graph_max_bs_decode,

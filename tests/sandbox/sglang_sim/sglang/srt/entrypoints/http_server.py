@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("uvicorn.access")
 uv_logger = logging.getLogger("uvicorn.error")
 REASONING_PARSERS = ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "kimi_k3")
+FORCE_STREAM_INTERVAL = 50  # environ.py SGLANG_FORCE_STREAM_INTERVAL: a non-streamed request's output, every 50 tokens
 
 
 class _LevelPrefix(logging.Formatter):
@@ -85,6 +86,75 @@ class State:
         self.gen_started = time.time()
         self.startup_time = None
         self.server = None
+        # managers/tokenizer_manager.py: when the tokenizer manager last heard from the detokenizer (any output of
+        # any request); /health answers 200 only once it moves after the probe began
+        self.last_receive_tstamp = time.time()
+        # The scheduler's GPU: one forward at a time. A prefill holds it for the whole prompt (get_next_batch_to_run
+        # runs a new prefill batch, chunk after chunk, before the running decode batch), so no request produces a
+        # token meanwhile; a hung forward holds it for ever.
+        self.forward_lock = threading.Lock()
+        self.decoded = 0  # tokens decoded since the last Decode batch line
+        self.hang_armed_at = None  # hang_after_ready: from when the next forward never finishes
+
+    def output(self):
+        """The detokenizer sent something (a streamed token, every 50th token of a non-streamed request, a finished
+        request: managers/scheduler_components/output_streamer.py, SGLANG_FORCE_STREAM_INTERVAL 50)."""
+        self.last_receive_tstamp = time.time()
+
+    def forward(self, seconds=0.0, prefill_tokens=0):
+        """One forward on the scheduler's GPU, waiting for the one running (a long prefill, a hung forward). A
+        prefill runs chunk after chunk (``--chunked-prefill-size``, 8192) with nothing between them, each logged by
+        the stats-logging rank when it is scheduled (``metrics_reporter.py report_prefill_stats``: one line per
+        prefill batch, so a long prefill's log moves while its tokens and /health's do not)."""
+        rate = sim_config.get_float("SGLANG_SIM_PREFILL_TOKENS_PER_S")
+        chunk = self.cfg.get("chunked_prefill_size") or 8192
+        with self.forward_lock:
+            left = prefill_tokens
+            while True:
+                n = min(left, chunk)
+                if n > 0:
+                    self.report_prefill(n, prefill_tokens - left)
+                if self._hangs():
+                    for s in self.schedulers:
+                        s.tell("hang")
+                    threading.Event().wait()  # the lock is never released: nothing runs after it
+                if n <= 0:
+                    break
+                time.sleep(n / rate if rate > 0 else 0.0)
+                left -= n
+            if seconds > 0:
+                time.sleep(seconds)
+
+    def _usage(self, tokens=0):
+        total = self.cfg.get("max_total_num_tokens") or 0
+        return (tokens / total) if total else 0.0
+
+    def report_prefill(self, new_tokens, done):
+        """``Prefill batch, ...`` (metrics_reporter.py report_prefill_stats; a plain MLA pool:
+        pool_stats_observer.py get_prefill_usage_msg_parts gives ``token usage``), told to the stats-logging rank."""
+        running = max(len(self.in_scheduler) - 1, 0)
+        rate = sim_config.get_float("SGLANG_SIM_PREFILL_TOKENS_PER_S")
+        self.schedulers[0].tell(
+            f"log Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: 0, "
+            f"token usage: {self._usage(done):.2f}, #running-req: {running}, #queue-req: 0, #pending-token: 0, "
+            f"cuda graph: {not self.cfg.get('disable_prefill_graph')}, input throughput (token/s): {rate:.2f}")
+
+    def report_decode(self, gen_throughput):
+        """``Decode batch, ...`` every decode log interval (metrics_reporter.py report_decode_stats; no
+        speculative or disaggregation parts: the sim logs the plain form)."""
+        running = len(self.in_scheduler)
+        self.schedulers[0].tell(
+            f"log Decode batch, #running-req: {running}, #token: {running * 64}, "
+            f"token usage: {self._usage(running * 64):.2f}, cuda graph: True, "
+            f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: 0")
+
+    def _hangs(self):
+        kind, arg, _ = sim_config.fault()
+        if kind == "hang_in_warmup":
+            return self.status == "Starting"
+        if kind == "hang_after_ready" and self.hang_armed_at is not None:
+            return time.time() >= self.hang_armed_at
+        return False
 
     def finished(self, tokens, streaming):
         """A request finished with ``tokens`` generated (TokenizerMetricsCollector.observe_one_finished_request)."""
@@ -115,6 +185,11 @@ STATE = None
 
 
 # -- the fake model -------------------------------------------------------------------------------
+
+def prompt_tokens(content):
+    """The prompt's length in tokens, as the sim counts it (no tokenizer): one per 4 characters of its text."""
+    return max(1, len(json.dumps(content or "")) // 4)
+
 
 def _reasoning_tokens(n, prompt_chars):
     words = ["The", " user", " wrote", " %d" % prompt_chars, " characters", "."]
@@ -243,24 +318,38 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     # -- endpoints -----------------------------------------------------------------------------
     def health(self):
+        """http_server.py health_generate: 503 while starting or draining; else a one-token generation (its own
+        forward, queued behind whatever the scheduler runs) and, once a second, whether the detokenizer sent anything
+        since the probe began (its answer or any other request's token); 503 after SGLANG_HEALTH_CHECK_TIMEOUT (20 s)
+        without, which also marks the server UnHealthy (``/ready`` 503, and a SIGTERM then exits at once)."""
         if STATE.gracefully_exit:
             logger.info("Health check request received during shutdown. Returning 503.")
             return self._send(503)
         if STATE.status == "Starting":
             return self._send(503)
         step = sim_config.get_float("SGLANG_SIM_HEALTH_LATENCY_S")
-        timeout = sim_config.get_float("SGLANG_HEALTH_CHECK_TIMEOUT")
+        timeout = int(sim_config.get_float("SGLANG_HEALTH_CHECK_TIMEOUT"))
         tic = time.time()
+        threading.Thread(target=self._health_generation, daemon=True).start()
         while time.time() < tic + timeout:
             time.sleep(step)
-            if STATE.schedulers_alive():  # a live scheduler answers the 1-token generation
+            if STATE.last_receive_tstamp > tic:
                 STATE.status = "Up"
                 return self._send(200)
         logger.error(f"Health check failed. Server couldn't get a response from detokenizer for last "
-                     f"{int(timeout)} seconds. tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. "
-                     f"last_heartbeat time: {time.strftime('%H:%M:%S', time.localtime(STATE.startup_time or tic))}")
+                     f"{timeout} seconds. tic start time: {time.strftime('%H:%M:%S', time.localtime(tic))}. "
+                     f"last_heartbeat time: {time.strftime('%H:%M:%S', time.localtime(STATE.last_receive_tstamp))}")
         STATE.status = "UnHealthy"
         self._send(503)
+
+    @staticmethod
+    def _health_generation():
+        """The probe's request: input_ids [0], max_new_tokens 1; no answer while a scheduler is dead."""
+        if not STATE.schedulers_alive():
+            return
+        STATE.forward(sim_config.get_float("SGLANG_SIM_REQUEST_S"), prefill_tokens=1)
+        if STATE.schedulers_alive():
+            STATE.output()
 
     def ready(self):
         self._send(200 if (STATE.status == "Up" and not STATE.gracefully_exit) else 503)
@@ -329,9 +418,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
-    def _schedule(self, rid, pieces, on_token=None):
-        """Tokenise, then the scheduler's share (queue + running batch, one decode step per piece), then hand the
-        result back: only the middle part counts in /metrics. Hangs while a scheduler is dead (as upstream)."""
+    def _schedule(self, rid, pieces, on_token=None, prompt_tokens=0):
+        """Tokenise, then the scheduler's share (queue, the prefill of ``prompt_tokens`` at
+        SGLANG_SIM_PREFILL_TOKENS_PER_S holding the scheduler, one decode step per piece), then hand the result back:
+        only the middle part counts in /metrics. Hangs while a scheduler is dead (as upstream)."""
         with STATE.lock:
             STATE.rid_to_state[rid] = time.time()
         try:
@@ -339,13 +429,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with STATE.lock:
                 STATE.in_scheduler[rid] = time.time()
                 STATE.log_stats()  # the prefill batch is logged
+            STATE.forward(prefill_tokens=prompt_tokens)
             per_token = sim_config.get_float("SGLANG_SIM_TOKEN_S")
             deadline = time.time() + sim_config.get_float("SGLANG_SIM_REQUEST_S")
-            for piece in pieces:
+            for i, piece in enumerate(pieces, 1):
                 if per_token:
                     time.sleep(per_token)
+                STATE.forward()  # the decode step waits for a prefill or a hung forward
+                STATE.decoded += 1
                 if on_token is not None:
                     on_token(piece)
+                if on_token is not None or i % FORCE_STREAM_INTERVAL == 0:
+                    STATE.output()
                 self._maybe_log_decode()
             while time.time() < deadline or not STATE.schedulers_alive():
                 time.sleep(0.01)
@@ -355,13 +450,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE.in_scheduler.pop(rid, None)
                 if not STATE.in_scheduler:
                     STATE.log_stats()  # idle: the stale gauge is published at once
+        STATE.output()  # finished
         time.sleep(sim_config.get_float("SGLANG_SIM_DETOKENIZE_S"))
 
     @staticmethod
     def _maybe_log_decode():
         if time.time() - STATE.last_stats >= sim_config.get_float("SGLANG_SIM_DECODE_LOG_S"):
             with STATE.lock:
+                gap = max(time.time() - STATE.last_stats, 1e-6)
                 STATE.log_stats()
+                decoded, STATE.decoded = STATE.decoded, 0
+            STATE.report_decode(decoded / gap)
 
     def _done(self, rid):
         with STATE.lock:
@@ -373,7 +472,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16) or 16)
         try:
-            self._schedule(rid, [" x"] * n)
+            self._schedule(rid, [" x"] * n, prompt_tokens=prompt_tokens(body.get("text")))
             text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
             STATE.finished(n, False)
             self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
@@ -396,7 +495,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             if body.get("stream"):
                 return self._chat_stream(body, rid, pieces, tools, thinking, truncated)
-            self._schedule(rid, pieces)
+            self._schedule(rid, pieces, prompt_tokens=prompt_tokens(body.get("messages")))
             return self._chat_once(rid, pieces, tools, thinking, truncated)
         finally:
             self._done(rid)
@@ -467,7 +566,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     chunk({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
 
-        self._schedule(rid, pieces, on_token)
+        self._schedule(rid, pieces, on_token, prompt_tokens=prompt_tokens(body.get("messages")))
         STATE.finished(len(pieces), True)
         chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
@@ -539,6 +638,9 @@ def _wait_and_warmup(args):
     logger.info("The server is fired up and ready to roll!")
     for s in STATE.schedulers:
         s.tell("ready")
+    kind, arg, _ = sim_config.fault()
+    if kind == "hang_after_ready":
+        STATE.hang_armed_at = time.time() + float(arg or 0)
 
 
 def running_phase_sigquit_handler(signum=None, frame=None):

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 from sglang.srt import sim_config, sim_state
 from sglang.srt.distributed import barrier
@@ -42,6 +43,7 @@ from sglang.srt.model_executor import cuda_graph_setup
 from sglang.srt.model_loader import weight_utils
 from sglang.srt.utils import configure_logger, get_exception_traceback, gib, kill_itself_when_parent_died, set_comm
 from sglang.srt.utils.hf_transformers.processor import get_processor
+from sglang.srt.utils.watchdog import WatchdogRaw
 
 logger = logging.getLogger(__name__)
 
@@ -193,8 +195,14 @@ class Scheduler:
     # -- serving -------------------------------------------------------------------------------
     def run_event_loop(self, ctl_fd):
         """Block until the parent asks us to shut down (or goes away). The parent says ``ready`` once the server
-        is fired up (the simulator's own signal, so a fault can start from there)."""
+        is fired up (the simulator's own signal, so a fault can start from there), ``busy``/``idle`` as batches
+        run, and ``hang`` when a forward never finishes (``hang_in_warmup``, ``hang_after_ready``: a collective one
+        rank never joins): the GPU stays busy, the forward counter stops, and the scheduler's watchdog (started at
+        the end of ``Scheduler.__init__``, ``init_watch_dog_memory_saver_input_blocker``) fires."""
         kind, _, _ = self.fault
+        self.hung_at = None
+        WatchdogRaw("Scheduler", get_counter=self.forward_ct, is_active=lambda: self.busy,
+                    watchdog_timeout=self.cfg["watchdog_timeout"], dump_info=self.dump_info)
         with os.fdopen(ctl_fd, "r") as ctl:
             for line in ctl:
                 word = line.strip()
@@ -202,11 +210,30 @@ class Scheduler:
                     return
                 if word == "ready" and kind == "nccl_abort_after_ready":
                     threading.Thread(target=self._nccl_abort, daemon=True).start()
-                if word in ("busy", "idle"):  # a batch runs on this rank's GPU, or none does
+                if word.startswith("log "):  # the stats-logging rank's batch lines (metrics_reporter.py)
+                    logger.info(word[4:])
+                    continue
+                if word == "hang":  # the batch now running never ends
+                    self.hung_at = time.monotonic()
+                    self.busy = True
+                    self._publish()
+                if word in ("busy", "idle") and self.hung_at is None:  # a batch runs on this rank's GPU, or none
                     self.busy = word == "busy"
                     self._publish()
                     if self.busy:
                         self.run_batch()
+
+    def forward_ct(self):
+        """``Scheduler.forward_ct``: one more per forward while batches run (the sim counts 10 ms steps), frozen
+        from the moment a forward hangs."""
+        return int((self.hung_at or time.monotonic()) * 100)
+
+    def dump_info(self):
+        """create_scheduler_watchdog's dump_info once initialised: the running batch (the pools' invariant
+        messages are left out: the sim has no KV pool to check)."""
+        return "\n".join([f"scheduler.cur_batch_for_debug.batch_size()={1}",
+                          f"scheduler.cur_batch_for_debug.reqs=[Req(rid={uuid.uuid4().hex}, input_ids=[0], output_ids=[], "
+                          "self.grammar=None, self.sampling_params=<SamplingParams>)]"])
 
     def run_batch(self):
         """One forward pass on this rank. ``warmup_failure``: a build without kernels for this GPU fails its first
