@@ -67,6 +67,15 @@ SIGQUIT_RE = any_text_re("sigquit_launch", "sigquit_running")
 DIED_RE = text_re("scheduler_died")
 SUBPROCESS_CRASH_RE = text_re("subprocess_crashed")
 CONFIG_ERROR_RE = text_re("config_invalid")
+# The scheduler's watchdog: a forward that did not finish within --watchdog-timeout; it SIGQUITs the parent 5 s later
+WATCHDOG_RE = text_re("watchdog_timeout")
+HEALTH_FAILED_RE = text_re("health_check_failed")
+# The stats-logging rank's batch lines: one per prefill batch (each chunk of a long prompt), one per decode log
+# interval; they move while the server works, even while /health waits behind a long prefill
+BATCH_RE = any_text_re("prefill_batch", "decode_batch")
+# What a /health probe itself makes the server log (its access line; 503 after the bound): an echo of the watcher,
+# not a sign of the server's life
+PROBE_ECHO_RE = any_text_re("uvicorn_health_request", "health_check_failed")
 # Fatal lines that come without a Python traceback (signals, OOM killer, C++ aborts).
 FATAL_RE = any_text_re("faulthandler", "segfault", "cuda_oom", "torch_oom", "oom_killer", "nccl_error", "cpp_terminate")
 # uvicorn's one ERROR line when the port is taken (no traceback; the process lives on for the warmup's 120 polls):
@@ -283,7 +292,13 @@ def parse_log(text):
         ... crashed`` after ready), ``sigquit`` (bool), ``bind_failed`` (dict address, port, error: uvicorn could
         not bind the port, a failure although the process lives on | None), ``crash_phase`` (phase at the first
         failure, see ``crash_phase``; None without failure), ``ranks`` (dict rank key such as ``"TP3"`` ->
-        that rank's furthest phase), ``size`` (int, characters -- grows while the log advances).
+        that rank's furthest phase), ``watchdog_timeout`` (the scheduler watchdog's line: a forward that never
+        finished; the parent is SIGQUIT 5 s later | None), ``health_failed`` (int, ``Health check failed`` lines: 503
+        after SGLANG_HEALTH_CHECK_TIMEOUT without any output), ``batches`` (int, ``Prefill batch`` / ``Decode batch``
+        lines: they move while the server works) and ``last_batch`` (the last one | None), ``last_line`` (the last
+        line that is not a /health probe's echo, without its prefix: where a hung server stopped), ``size`` (int,
+        characters -- grows while the log advances), ``echo_size`` (int, characters of the lines /health probes
+        themselves cause: their access lines and ``Health check failed``).
     """
     lines = split_lines(text)
     tb = first_traceback(lines)
@@ -292,6 +307,9 @@ def parse_log(text):
     fatal = None
     sigquit = False
     failure_at = None
+    watchdog = None
+    health_failed = batches = echo_size = 0
+    last_batch = last_line = None
     for pos, line in enumerate(lines):
         hit = False
         if died is None:
@@ -313,6 +331,20 @@ def parse_log(text):
             hit = True
         if TRACEBACK_START in line:
             hit = True
+        if watchdog is None:
+            match = WATCHDOG_RE.search(line)
+            if match and match.group("soft") == "False":
+                watchdog = strip_prefix(line).strip()
+                hit = True
+        if HEALTH_FAILED_RE.search(line):
+            health_failed += 1
+        if PROBE_ECHO_RE.search(line):
+            echo_size += len(line) + 1
+        elif line.strip():
+            last_line = strip_prefix(line).strip()
+        if BATCH_RE.search(line):
+            batches += 1
+            last_batch = strip_prefix(line).strip()
         if bind is None:
             match = BIND_RE.search(line)
             if match:
@@ -321,7 +353,7 @@ def parse_log(text):
                 hit = True
         if hit and failure_at is None:
             failure_at = pos
-    error = exception_line(tb) or (died and died["line"]) or (bind and bind["error"]) or fatal
+    error = exception_line(tb) or (died and died["line"]) or (bind and bind["error"]) or watchdog or fatal
     ranks, dummy = phases_by_rank(lines)
     return {
         "phase": current_phase(lines),
@@ -334,5 +366,11 @@ def parse_log(text):
         "sigquit": sigquit,
         "bind_failed": bind,
         "crash_phase": crash_phase(lines, failure_at, error, died, tb),
+        "watchdog_timeout": watchdog,
+        "health_failed": health_failed,
+        "batches": batches,
+        "last_batch": last_batch,
+        "last_line": last_line,
         "size": len(text or ""),
+        "echo_size": echo_size,
     }

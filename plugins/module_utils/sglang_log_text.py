@@ -84,6 +84,16 @@ WHEEL_TEXT = {
                        "entrypoints/engine.py _scheduler_died_error"),
     "subprocess_crashed": (r"Subprocess (?P<name>\w+?)(?:_(?P<rank>\d+))? \(pid=\d+\) crashed with exit code "
                            r"(?P<code>-?\d+)\.", "utils/watchdog.py SubprocessWatchdog._check_processes"),
+    "watchdog_timeout": (r"(?P<who>\w+) watchdog timeout \(self\.watchdog_timeout=(?P<timeout>[\d.]+), "
+                         r"self\.soft=(?P<soft>\w+)\)",
+                         "utils/watchdog.py WatchdogRaw._watchdog_once (the scheduler's, invariant_checker.py "
+                         "create_scheduler_watchdog)"),
+    "health_check_failed": (r"Health check failed\. Server couldn't get a response from detokenizer for last "
+                            r"(?P<timeout>\d+) seconds\.", "entrypoints/http_server.py health_generate"),
+    "prefill_batch": (r"Prefill batch(?: \[\d+\])?, #new-seq: ",
+                      "managers/scheduler_components/metrics_reporter.py report_prefill_stats"),
+    "decode_batch": (r"Decode batch(?: \[\d+\])?, #running-req: ",
+                     "managers/scheduler_components/metrics_reporter.py report_decode_stats"),
     "init_failed": (r"Initialization failed\. Please see the error messages above\.",
                     "entrypoints/engine.py _wait_for_scheduler_ready"),
 }
@@ -102,6 +112,8 @@ FOREIGN_TEXT = {
     "uvicorn_startup": (r"Application startup complete\.", "uvicorn 0.54 uvicorn/lifespan/on.py"),
     "uvicorn_warmup_request": (r'"GET /model_info HTTP/1\.1" 200',
                                "uvicorn 0.54 uvicorn/protocols/http access log of the warmup's first request"),
+    "uvicorn_health_request": (r'"GET /health(?:_generate)? HTTP/1\.1" \d+',
+                               "uvicorn 0.54 uvicorn/protocols/http access log of a /health probe"),
     "traceback": (r"Traceback \(most recent call last\):", "CPython Lib/traceback.py"),
     "faulthandler": (r"Fatal Python error", "CPython faulthandler (scheduler processes enable it)"),
     "segfault": (r"Segmentation fault", "CPython faulthandler / the kernel"),

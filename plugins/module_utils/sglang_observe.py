@@ -114,8 +114,12 @@ def count_schedulers(main_pid, proc_root="/proc"):
     return count
 
 
-def tree_activity(main_pid, proc_root="/proc"):
+def tree_activity(main_pid, proc_root="/proc", schedulers_only=False):
     """A counter that grows while the process tree does I/O or touches memory; None when unreadable.
+
+    With ``schedulers_only``, only the scheduler processes count once there are any (the ranks load the weights and
+    capture the graphs; the parent serves HTTP, so every ``/health`` probe of a watcher touches it, and the log
+    wrapper reads every line the server writes, a probe's own access line included: neither is the server moving).
 
     Sum over MainPID and its descendants of ``rchar`` and ``read_bytes`` (``/proc/PID/io``, root only
     for other users' processes) and minor + major page faults (``/proc/PID/stat`` fields 10 and 12:
@@ -125,8 +129,13 @@ def tree_activity(main_pid, proc_root="/proc"):
     ``\\n`` (journald splits stream output at newlines)."""
     if not main_pid:
         return None
+    pids = [main_pid] + process_tree(main_pid, proc_root)
+    if schedulers_only:
+        ranks = [pid for pid in pids if is_scheduler_title(
+            (_read(os.path.join(proc_root, str(pid), "cmdline"), "rb") or b"").decode("utf-8", "replace"))]
+        pids = ranks or pids
     total, seen = 0, False
-    for pid in [main_pid] + process_tree(main_pid, proc_root):
+    for pid in pids:
         base = os.path.join(proc_root, str(pid))
         io = _read(os.path.join(base, "io"))
         if io:
@@ -496,7 +505,8 @@ class UnitObserver(object):
         """One observation (dict, see ``sglang_verdict.classify``); ``parse`` is ``sglang_log.parse_log``."""
         obs = self.show()
         main_pid = obs["main_pid"]
-        proc = bounded(lambda: (count_schedulers(main_pid, self.proc_root), tree_activity(main_pid, self.proc_root)),
+        proc = bounded(lambda: (count_schedulers(main_pid, self.proc_root),
+                                tree_activity(main_pid, self.proc_root, schedulers_only=True)),
                        self.call_timeout, (None, None))
         obs["schedulers"], obs["activity"] = proc
         pids = bounded(lambda: cgroup_pids(obs["control_group"], self.cgroup_root), self.call_timeout, [])

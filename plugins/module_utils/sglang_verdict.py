@@ -19,7 +19,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text i
 
 __metaclass__ = type
 
-TERMINAL_VERDICTS = ("ready", "crashed", "restart_loop", "stalled", "timeout")
+TERMINAL_VERDICTS = ("ready", "busy", "crashed", "restart_loop", "stalled", "timeout")
 PHASE_VERDICT = {
     None: "starting", "starting": "starting", "init_parallel": "starting", "tokenizer_load": "starting",
     "config": "starting",
@@ -39,6 +39,10 @@ ADVICE_BY_ERROR = (
     (text_re("memory_unbalanced"), "another process holds memory on one of this unit's GPUs (SGLang 0.5.23 refuses "
      "to start when a GPU has under 90 % of the free memory of the others, before any weight is read): stop it; "
      "preflight refuses a GPU another process holds before it deploys"),
+    (text_re("watchdog_timeout"), "a forward batch did not finish within --watchdog-timeout and the scheduler's "
+     "watchdog killed the server: a rank hung in a kernel or a collective (on PCIe hosts without NVLink an NCCL "
+     "all-reduce that never completes: ACS redirect or IOMMU translation, check `lspci -vvv` ACSCtl and boot with "
+     "iommu=pt); read the py-spy dump logged above it and the kernel log for Xid"),
     (any_text_re("bind_failed", "address_in_use"), "the port is taken by another process (an old server, another "
      "service): stop it or move --port; preflight refuses a port that is taken before it deploys"),
 )
@@ -135,7 +139,8 @@ def _failure(history):
     """(log, traceback, error, phase) of the first failure (traceback, dead rank, SIGQUIT) seen in any log
     of the history, else Nones. The phase is where it failed (``crash_phase``)."""
     for log in _logs(history):
-        if log.get("traceback") or log.get("scheduler_died") or log.get("sigquit") or log.get("bind_failed"):
+        if (log.get("traceback") or log.get("scheduler_died") or log.get("sigquit") or log.get("bind_failed")
+                or log.get("watchdog_timeout")):
             return log, log.get("traceback"), log.get("error"), log.get("crash_phase") or log.get("phase")
     return None, None, None, None
 
@@ -171,7 +176,47 @@ def _last_advance(history, key):
     return t_change
 
 
-def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="info"):
+def _log_growth(obs):
+    """The journal's size less what the watcher's own /health probes made the server log (uvicorn's access line of
+    each probe, ``Health check failed``): a server that logs only those is not moving."""
+    log = obs.get("log") or {}
+    return log.get("size", 0) - log.get("echo_size", 0)
+
+
+def _served_unanswered(history, log, now, elapsed, stall_timeout, timeout, health_check_timeout):
+    """A server past its ready line whose /health did not answer 200: busy while its batch lines move, stalled once
+    nothing but the probes' own echoes was logged for ``stall_timeout`` (the tree's I/O and the GPU are no evidence
+    here: the probes themselves make the server work, and a hung collective keeps the GPUs at 100 %)."""
+    last = history[-1]
+    code = last.get("http_code")
+    answer = ("answered %d" % code) if code else "did not answer"
+    batches = [(o.get("log") or {}).get("batches", 0) for o in history]
+    batch_quiet = now - _last_advance(history, lambda o: (o.get("log") or {}).get("batches", 0))
+    if len(set(batches)) > 1 and batch_quiet <= float(health_check_timeout) + 5.0:
+        return _verdict("busy", last, log, reason="/health %s after the ready line, but the server works: %d batch "
+                        "line(s) while watched, the last %.0f s ago (%s); SGLang answers 503 when no token came back "
+                        "for %.0f s (a long prefill holds every request's tokens): busy, not hung"
+                        % (answer, batches[-1] - batches[0], batch_quiet, log.get("last_batch"),
+                           float(health_check_timeout)))
+    quiet = now - _last_advance(history, _log_growth)
+    if quiet >= stall_timeout:
+        busy = (last.get("gpu") or {}).get("busy_pct") or 0
+        reason = ("/health %s after the ready line and the server logged nothing but the probes' echoes for %.0f s "
+                  "(stall_timeout %.0f s): hung while serving; it stopped after: %s" % (
+                      answer, quiet, stall_timeout, log.get("last_line")))
+        if busy >= 90:
+            reason += "; the GPUs are busy (%d %%) while nothing moves: a forward or collective that never completes" \
+                % busy
+        return _verdict("stalled", last, log, reason=reason, stopped_at=log.get("last_line"))
+    if elapsed >= timeout:
+        return _verdict("timeout", last, log, reason="/health %s after the ready line for %.0f s (timeout %.0f s)"
+                        % (answer, elapsed, timeout))
+    return _verdict("unhealthy", last, log, reason="/health %s after the ready line and no batch line moved for %.0f s: "
+                    "busy or hung, watching (stalled after %.0f s with nothing logged)"
+                    % (answer, batch_quiet, stall_timeout))
+
+
+def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="info", health_check_timeout=20.0):
     """Decide the server's state from observations, oldest first.
 
     Each observation is a dict: ``t`` (float s since the wait began), ``active_state``,
@@ -182,10 +227,11 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     (``parse_log`` dict of the current invocation's journal), optionally ``previous_log`` (the
     ended invocation's journal), ``http_code`` (int|None; None = no answer). ``log_level`` is the
     server's ``--log-level``: at warning and above no phase line is ever logged, so the verdict rests on
-    the process tree and HTTP alone (and says so).
+    the process tree and HTTP alone (and says so). ``health_check_timeout`` is the server's own bound on ``/health``
+    (SGLANG_HEALTH_CHECK_TIMEOUT): it answers 503 when its scheduler sent nothing for that long.
 
-    Returns dict ``verdict`` (starting | loading | capturing | allocating | warming | ready | crashed |
-    restart_loop | stalled | timeout), ``terminal`` (bool), ``phase`` (for a crash: the phase it
+    Returns dict ``verdict`` (starting | loading | capturing | allocating | warming | ready | busy | unhealthy |
+    crashed | restart_loop | stalled | timeout), ``terminal`` (bool), ``phase`` (for a crash: the phase it
     crashed in), ``progress``, ``exit_status``, ``traceback`` (the first one seen), ``error``,
     ``reason`` (str), ``http_code``, ``schedulers``.
 
@@ -199,6 +245,9 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the
        parent keeps answering);
     6. ``/health`` 200 with tp_size schedulers -> ready;
+    6b. after the ready line, ``/health`` not 200 while the stats-logging rank's ``Prefill batch`` / ``Decode batch``
+       lines moved within ``health_check_timeout`` + 5 s (a long prefill holds /health's one-token generation:
+       sgl-project/sglang#22511) -> busy; not moving yet -> unhealthy (until ``stall_timeout`` makes it stalled);
     7. neither the log, nor the tree's I/O and page faults, nor the GPU memory of the unit's processes changed for
        ``stall_timeout`` s -> stalled (with a hint at ACS/IOMMU when the GPUs are busy all the same);
     8. ``timeout`` s elapsed -> timeout;
@@ -276,7 +325,10 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
                         % (schedulers, tp_size))
 
     now = float(last.get("t", 0.0))
-    log_quiet = now - _last_advance(history, lambda o: (o.get("log") or {}).get("size", 0))
+    served = bool(log.get("ready")) and full
+    if served and last.get("http_code") != 200:
+        return _served_unanswered(history, log, now, elapsed, stall_timeout, timeout, health_check_timeout)
+    log_quiet = now - _last_advance(history, _log_growth)
     activity_quiet = now - _last_advance(history, lambda o: o.get("activity"))
     gpu_quiet = now - _last_advance(history, lambda o: (o.get("gpu") or {}).get("memory_mib"))
     # evidence of life is change: log output, the tree's I/O and page faults, the GPU memory its processes hold
@@ -287,14 +339,15 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
         busy = (last.get("gpu") or {}).get("busy_pct") or 0
         gpu_text = (", GPU memory flat for %.0f s" % gpu_quiet) if last.get("gpu") is not None else ""
         reason = ("no new log output for %.0f s, no I/O by the process tree for %.0f s%s (stall_timeout %.0f s) in "
-                  "phase %s while the unit is alive with %d/%d schedulers"
-                  % (log_quiet, activity_quiet, gpu_text, stall_timeout, phase, schedulers, tp_size))
+                  "phase %s while the unit is alive with %d/%d schedulers; it stopped after: %s"
+                  % (log_quiet, activity_quiet, gpu_text, stall_timeout, phase, schedulers, tp_size,
+                     log.get("last_line")))
         if busy >= 90:
             reason += ("; the GPUs are busy (%d %%) while nothing moves: an NCCL collective that never completes. On "
                        "PCIe hosts without NVLink, ACS redirect on the GPUs' upstream bridges or IOMMU translation "
                        "causes it: check `lspci -vvv` (ACSCtl: SrcValid- ReqRedir- CmpltRedir-) and boot with "
                        "iommu=pt (or amd_iommu=off / intel_iommu=off)" % busy)
-        return _verdict("stalled", last, log, reason=reason)
+        return _verdict("stalled", last, log, reason=reason, stopped_at=log.get("last_line"))
     if elapsed >= timeout:
         return _verdict("timeout", last, log, reason="not ready after %.0f s (timeout %.0f s); last phase %s"
                         % (elapsed, timeout, phase))

@@ -29,7 +29,13 @@ description:
     output, I/O and page faults of the process tree, or GPU memory of its processes moving (journald shows tqdm's
     carriage-return progress only when the bar ends; CUDA graph capture logs nothing for minutes). GPUs busy with
     nothing moving is C(stalled), with a hint at ACS/IOMMU (an NCCL all-reduce that never completes).
-  - Succeeds only on C(ready); every other terminal verdict fails the task with the reason.
+  - After the ready line, C(/health) other than 200 is C(busy) while the stats-logging rank's C(Prefill batch) /
+    C(Decode batch) lines move (a long prefill holds every token, and C(/health)'s one-token generation with them, as in
+    sgl-project/sglang#22511), C(unhealthy) while they do not, and C(stalled) once nothing but the probes' own echoes
+    (their access lines, C(Health check failed)) was logged for O(stall_timeout); a hang SGLang's scheduler watchdog
+    ends (C(Scheduler watchdog timeout), then SIGQUIT) is C(crashed) with that line as the error.
+  - Succeeds on C(ready) and on C(busy) (serving, with a warning saying so); every other terminal verdict fails the
+    task with the reason.
   - Never changes anything.
 options:
   unit:
@@ -56,11 +62,19 @@ options:
     description: Seconds without new log output, while the unit is alive, before the verdict C(stalled).
     type: float
     default: 300
-  probe_timeout:
-    description: Seconds for one C(/health) request. C(/health) runs a one-token generation (~1 s), so values below 5
-      are raised to 5.
+  health_check_timeout:
+    description:
+      - The server's own bound on C(/health) (C(SGLANG_HEALTH_CHECK_TIMEOUT), 20 s in SGLang 0.5.23); C(/health) is a
+        one-token generation that answers 503 when the scheduler sent nothing back for this long (a long prefill, a
+        hang), never later.
     type: float
-    default: 5
+    default: 20
+  probe_timeout:
+    description:
+      - Seconds for one C(/health) request; default O(health_check_timeout) + 5. It must exceed O(health_check_timeout);
+        a probe that gives up earlier fails on its own timeout while the server still works on it, and the next probe
+        piles onto the scheduler (sgl-project/sglang#35884). Probes never overlap; one at a time, each awaited.
+    type: float
   call_timeout:
     description: Seconds any one observation call (systemctl, journalctl, nvidia-smi, a C(/proc) read) may take before
       it is abandoned for this poll.
@@ -98,10 +112,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 verdict:
-  description: Final verdict.
+  description: Final verdict (ready, busy, crashed, restart_loop, stalled, timeout).
   returned: always
   type: str
   sample: ready
+stopped_at:
+  description: For C(stalled), the last line the server logged (the probes' echoes left out) - where it stopped.
+  returned: when stalled
+  type: str
 phase:
   description: Startup phase of the least advanced rank (starting, init_parallel, loading_weights, weights_loaded,
     kv_cache, prefill_graph_capture, decode_graph_capture, hicache_alloc, http_server, warmup, ready); for C(crashed)
@@ -222,9 +240,22 @@ ADVICE = {
 SETTLE_S = 1.0
 
 
+def probe_timeout(module):
+    """The /health probe's timeout: O(probe_timeout), default the server's bound + 5; refused at or below the bound."""
+    p = module.params
+    bound = float(p["health_check_timeout"])
+    if p["probe_timeout"] is None:
+        return bound + 5.0
+    if float(p["probe_timeout"]) <= bound:
+        module.fail_json(msg="probe_timeout %g s does not exceed the server's own /health bound (health_check_timeout, "
+                         "SGLANG_HEALTH_CHECK_TIMEOUT) of %g s: a busy server's answer would come after the probe gave "
+                         "up; use %g or more" % (float(p["probe_timeout"]), bound, bound + 5.0))
+    return float(p["probe_timeout"])
+
+
 def make_observer(module):
     p = module.params
-    return UnitObserver(p["unit"], p["url"], max(5.0, float(p["probe_timeout"])),
+    return UnitObserver(p["unit"], p["url"], probe_timeout(module),
                         systemctl=module.get_bin_path("systemctl", required=True),
                         journalctl=module.get_bin_path("journalctl", required=True),
                         nvidia_smi=module.get_bin_path("nvidia-smi"), call_timeout=p["call_timeout"])
@@ -252,7 +283,7 @@ def wait(module, clock=None, sleep=None, wallclock=None):
         obs["t"] = clock() - started
         history.append(obs)
         verdict = classify(history, p["tp_size"], stall_timeout=p["stall_timeout"], timeout=p["timeout"],
-                           log_level=p["log_level"])
+                           log_level=p["log_level"], health_check_timeout=p["health_check_timeout"])
         if verdict["verdict"] == "crashed" and not verdict["error"] and not settled:
             # systemd saw the process end before journald stored its last words (the failing rank's traceback is
             # written an instant before the tree is killed): read once more, SETTLE_S later, before judging the cause
@@ -328,13 +359,15 @@ def main():
             timeout=dict(type="float", default=1800.0),
             interval=dict(type="float", default=1.0),
             stall_timeout=dict(type="float", default=300.0),
-            probe_timeout=dict(type="float", default=5.0),
+            health_check_timeout=dict(type="float", default=20.0),
+            probe_timeout=dict(type="float"),
             log_level=dict(type="str", default="info"),
             call_timeout=dict(type="float", default=10.0),
             kernel_log_match=dict(type="list", elements="str", default=["_TRANSPORT=kernel"]),
         ),
         supports_check_mode=True,
     )
+    probe_timeout(module)  # refuses a timeout within the server's own bound before anything is watched
     v = wait(module)
     if v["verdict"] in ("crashed", "restart_loop"):  # killed for host memory? (the kernel log says whom and where)
         v["oom_kills"] = oom_kills(module.get_bin_path("journalctl"), module.params["kernel_log_match"],
@@ -352,12 +385,16 @@ def main():
                   schedulers=v["schedulers"], bind_failed=v.get("bind_failed"),
                   port_holders=v.get("port_holders") or [], gpu_holders=v.get("gpu_holders") or [],
                   oom_kills=v.get("oom_kills") or [])
+    if v.get("stopped_at"):
+        result["stopped_at"] = v["stopped_at"]
     result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),
                                              module.get_bin_path("journalctl"),
                                              module.get_bin_path("systemctl"), module.params["unit"],
                                              v["invocation_ids"])
-    if v["verdict"] != "ready":
+    if v["verdict"] not in ("ready", "busy"):
         module.fail_json(msg=failure_message(module.params["unit"], v, result["journal"]["warning"]), **result)
+    if v["verdict"] == "busy":
+        module.warn("%s is serving but busy: %s" % (module.params["unit"], v["reason"]))
     if result["journal"]["warning"]:
         module.warn(result["journal"]["warning"])
     module.exit_json(**result)

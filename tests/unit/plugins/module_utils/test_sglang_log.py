@@ -75,3 +75,26 @@ def test_hicache_auto_sizing_with_nothing_left_is_a_hicache_crash():
            "--hicache-size explicitly.\n")
     got = parse_log(log)
     assert got["crash_phase"] == "hicache_alloc" and got["error"].startswith("ValueError: No host memory is left")
+
+
+def test_batch_lines_and_the_probes_echoes_are_told_apart():
+    """The stats-logging rank's batch lines are the server working; a /health probe's access line and its
+    ``Health check failed`` are the watcher's own echo, left out of ``last_line`` and counted in ``echo_size``."""
+    prefill = ("[2026-05-18 10:20:01 TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: "
+               "0.02, #running-req: 3, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): "
+               "2048.00")
+    decode = ("[2026-05-18 10:20:02 TP0] Decode batch, #running-req: 3, #token: 192, token usage: 0.00, cuda graph: "
+              "True, gen throughput (token/s): 150.00, #queue-req: 0")
+    echo = ["[2026-05-18 10:20:22] Health check failed. Server couldn't get a response from detokenizer for last 20 "
+            "seconds. tic start time: 10:20:02. last_heartbeat time: 10:20:01",
+            '[2026-05-18 10:20:22] INFO:     127.0.0.1:51860 - "GET /health HTTP/1.1" 503 Service Unavailable']
+    got = parse_log("\n".join([prefill, decode] + echo) + "\n")
+    assert got["batches"] == 2 and got["last_batch"].startswith("Decode batch, #running-req: 3")
+    assert got["health_failed"] == 1 and got["echo_size"] == sum(len(line) + 1 for line in echo)
+    assert got["last_line"].startswith("Decode batch") and got["error"] is None and got["crash_phase"] is None
+
+
+def test_a_soft_watchdog_dump_is_not_a_failure():
+    line = "[2026-05-18 10:20:01 TP0] Scheduler watchdog timeout (self.watchdog_timeout=60.0, self.soft=True)"
+    got = parse_log(line + "\n")
+    assert got["watchdog_timeout"] is None and got["error"] is None

@@ -249,6 +249,25 @@ def test_count_schedulers_walks_the_tree(tmp_path):
     assert count_schedulers(600, str(tmp_path)) == 1
 
 
+def test_activity_counts_the_ranks_not_the_parent_a_probe_wakes(tmp_path):
+    """Every /health probe of a watcher touches SGLang's parent (it serves HTTP) and the log wrapper (it reads the
+    probe's access line): with schedulers present only their I/O and page faults count; before any, the whole tree."""
+    def proc(pid, ppid, cmdline, minflt, rchar):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        (d / "stat").write_text("%d (python3) S %d 1 1 0 -1 0 %d 0 0 0" % (pid, ppid, minflt))
+        (d / "cmdline").write_bytes(cmdline)
+        (d / "io").write_text("rchar: %d\nwchar: 0\nread_bytes: 0\n" % rchar)
+
+    proc(90, 1, b"/usr/bin/python3\x00/usr/local/lib/sglang-service/sglang_log_lines.py\x00", 1000, 50000)
+    proc(100, 90, b"python3\x00-m\x00sglang.launch_server\x00", 2000, 60000)
+    assert sglang_observe.tree_activity(90, str(tmp_path), schedulers_only=True) == 113000
+    proc(200, 100, b"sglang::scheduler_TP0\x00", 7, 10)
+    proc(201, 100, b"sglang::scheduler_TP1\x00", 8, 20)
+    assert sglang_observe.tree_activity(90, str(tmp_path), schedulers_only=True) == 45
+    assert sglang_observe.tree_activity(90, str(tmp_path)) == 113045
+
+
 def test_parse_show():
     obs = parse_show(SHOW.format(active="activating", sub="auto-restart", pid=0, restarts=3, status=9,
                                                code=2, inv="", result="signal"))
@@ -512,3 +531,74 @@ def test_oom_kills_are_attributed_by_pid_where_the_unit_has_no_memory_cgroup_of_
     assert sglang_observe.parse_oom_kills(lines, "sglang-kimi.service") == []
     kills = sglang_observe.parse_oom_kills(lines, "sglang-kimi.service", pids={7716})
     assert [(k["pid"], k["memcg"], k["anon_rss_kib"]) for k in kills] == [(7716, "/libpod_parent/libpod-46c1", 64172851)]
+
+
+# ---- issue 37 items 5 and 6: hung is not busy -------------------------------------------------------------------
+
+PREFILL = ("[2026-05-18 10:20:%02d TP0] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 0, token usage: "
+           "0.02, #running-req: 3, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): "
+           "2048.00\n")
+ECHO = ("[2026-05-18 10:21:%02d] Health check failed. Server couldn't get a response from detokenizer for last 20 "
+        "seconds. tic start time: 10:20:40. last_heartbeat time: 10:20:39\n"
+        "[2026-05-18 10:21:%02d] INFO:     127.0.0.1:51860 - \"GET /health HTTP/1.1\" 503 Service Unavailable\n")
+
+
+def test_a_busy_server_is_busy_not_stalled_and_the_task_passes(module_runner, monkeypatch):
+    """After the ready line, /health 503 (a long prefill holds its one-token generation, sgl-project/sglang#22511)
+    while the stats-logging rank's Prefill batch lines move: busy, a success with a warning, never stalled."""
+    ready = log("ready.log")
+    steps = [{"text": ready + "".join(PREFILL % s for s in range(n)), "http": 503, "advance": 21.0}
+             for n in (1, 3, 5)]
+    script(monkeypatch, steps)
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30))
+    assert kind == "exit", result
+    assert result["verdict"] == "busy" and "busy, not hung" in result["reason"]
+    assert [h["verdict"] for h in result["history"]] == ["unhealthy", "busy"]
+
+
+def test_a_server_hung_after_ready_is_stalled_naming_where_it_stopped(module_runner, monkeypatch):
+    """Hung while serving: nothing but the probes' own echoes (503 after 20 s, their access lines) is logged; those
+    are not life. Stalled after stall_timeout, naming the last line the server itself wrote."""
+    base = log("ready.log") + PREFILL % 1
+    steps = [{"text": base + "".join(ECHO % (s, s) for s in range(n)), "http": 503, "advance": 21.0,
+              "activity": 100 + n, "gpu": {"memory_mib": 61234, "busy_pct": 100}} for n in range(1, 6)]
+    script(monkeypatch, steps)
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=60))
+    assert kind == "fail" and result["verdict"] == "stalled", result
+    assert result["stopped_at"].startswith("Prefill batch, #new-seq: 1")
+    assert "hung while serving" in result["msg"] and "GPUs are busy (100 %)" in result["msg"]
+
+
+def test_a_hang_in_the_warmup_is_crashed_by_the_scheduler_watchdog_with_its_own_hint(module_runner, monkeypatch):
+    """0.5.23 recorded (simulator): the warmup's forward never finishes; every rank's scheduler watchdog logs its debug
+    info, the py-spy attempts and the timeout, then SIGQUITs the parent, which kills the tree."""
+    script(monkeypatch, [{"log": "sim_hang_in_warmup_tp2.log", "schedulers": 2,
+                          "show": {"active": "failed", "sub": "failed", "result": "signal", "pid": 0, "status": 9,
+                                   "code": 2}}])
+    kind, result = module_runner(sglang_health, dict(ARGS, tp_size=2))
+    assert kind == "fail" and result["verdict"] == "crashed"
+    assert result["phase"] == "warmup"
+    assert result["error"] == "Scheduler watchdog timeout (self.watchdog_timeout=2.0, self.soft=False)"
+    assert "--watchdog-timeout" in result["msg"] and "iommu=pt" in result["msg"]
+    assert "NCCL/GLOO_SOCKET_IFNAME" not in result["msg"] and "read the first traceback" not in result["msg"]
+
+
+def test_a_hang_while_warming_with_only_probe_echoes_is_stalled(module_runner, monkeypatch):
+    """Before the ready line /health answers 503 at once, and uvicorn logs each probe: a log that grows only by those
+    lines is not moving."""
+    base = log("warming.log")
+    echo = "[2026-05-18 10:21:%02d] INFO:     127.0.0.1:51860 - \"GET /health HTTP/1.1\" 503 Service Unavailable\n"
+    steps = [{"text": base + "".join(echo % s for s in range(n)), "http": 503, "advance": 10.0, "activity": 7,
+              "gpu": {"memory_mib": 61234, "busy_pct": 100}} for n in range(1, 8)]
+    script(monkeypatch, steps)
+    kind, result = module_runner(sglang_health, dict(ARGS, stall_timeout=30, interval=10.0))
+    assert kind == "fail" and result["verdict"] == "stalled", result
+    assert "phase warmup" in result["msg"]
+
+
+def test_a_probe_timeout_within_the_servers_own_bound_is_refused(module_runner, monkeypatch):
+    script(monkeypatch, [{"log": "ready.log", "http": 200}])
+    kind, result = module_runner(sglang_health, dict(ARGS, probe_timeout=10))
+    assert kind == "fail"
+    assert "probe_timeout 10 s does not exceed the server's own /health bound" in result["msg"]
+    assert "use 25 or more" in result["msg"]
