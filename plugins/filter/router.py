@@ -5,6 +5,11 @@
     ``sglang_service_endpoint.router_url``, as sglang_service published it (the port, scheme and address the
     node's SGLang really serves on; see plugins/filter/sglang_endpoint.py ``sglang_service_endpoint``). The router
     restates none of them.
+
+``sglang_router_health_checks``
+    the router's health-check settings and the SGLang server's own /health bound -> the options the router is started
+    with (interval, timeout, failure threshold) and the problems of settings that would take a busy worker out of
+    rotation (see the function).
 """
 
 from __future__ import annotations
@@ -72,7 +77,70 @@ def sglang_router_worker_urls(hosts, hostvars) -> list[str]:
     return urls
 
 
+def _number(settings, key, problems):
+    try:
+        value = float(settings.get(key))
+    except (TypeError, ValueError):
+        problems.append(f"{key} must be a number of seconds, got {settings.get(key)!r}")
+        return None
+    if value <= 0:
+        problems.append(f"{key} must be above 0, got {value:g}")
+        return None
+    return value
+
+
+def sglang_router_health_checks(settings) -> dict:
+    """The router's worker health checks, so that a busy worker stays in rotation and a hung one leaves it.
+
+    SGLang 0.5.23's ``/health`` is a one-token generation: on a busy worker (a long prefill holds the scheduler) it
+    answers 503 after the server's own bound ``server_timeout_s`` (``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s), and never
+    later. sglang-router 0.3.2 checks each worker one check at a time: the next check starts ``interval_s`` after the
+    previous one started, or at once when that one took longer (measured against the real router,
+    tests/contract/test_router_api.py). So while a worker is busy it fails once per ``max(interval_s,
+    server_timeout_s)`` at most, and a prefill of ``longest_prefill_s`` fails at most ``longest_prefill_s //
+    max(interval_s, server_timeout_s) + 1`` checks in a row.
+
+    ``settings``: ``interval_s``, ``server_timeout_s``, ``longest_prefill_s``, optionally ``timeout_s`` (default
+    ``server_timeout_s + 5``: a check must outlast the server's answer, or it fails on its own timeout, every
+    ``timeout_s``) and ``failure_threshold`` (default: one more failure than the longest prefill gives).
+
+    Returns ``options`` (the router's option names -> values), ``tolerates_busy_s`` (how long a worker may fail every
+    check before it leaves rotation) and ``problems`` (each with the numbers and the fix; empty when right).
+    """
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError(f"sglang_router_health_checks expects a mapping, got {settings!r}")
+    problems = []
+    interval = _number(settings, "interval_s", problems)
+    server = _number(settings, "server_timeout_s", problems)
+    prefill = _number(settings, "longest_prefill_s", problems)
+    if problems:
+        return {"options": {}, "tolerates_busy_s": None, "problems": problems}
+    timeout = settings.get("timeout_s")
+    timeout = server + 5 if timeout in (None, "") else _number(settings, "timeout_s", problems)
+    period = max(interval, server)
+    need = int(prefill // period) + 2
+    threshold = settings.get("failure_threshold")
+    try:
+        threshold = need if threshold in (None, "") else int(threshold)
+    except (TypeError, ValueError):
+        problems.append(f"failure_threshold must be a whole number, got {threshold!r}")
+        threshold = need
+    if timeout is not None and timeout <= server:
+        problems.append(f"the router's health-check timeout ({timeout:g} s) must exceed the server's own /health bound "
+                        f"(SGLANG_HEALTH_CHECK_TIMEOUT, {server:g} s): a busy worker's check would fail on the router's "
+                        f"timeout and the next one pile onto its scheduler; set it to {server + 5:g} or more")
+    if threshold < need:
+        problems.append(f"a health-failure threshold of {threshold} takes a busy worker out of rotation after "
+                        f"{threshold * period:g} s of a prefill, and a prefill may hold it {prefill:g} s "
+                        f"(deployment_longest_prefill_s; one failed check per {period:g} s): set it to {need} or more")
+    return {"options": {"health-check-interval-secs": int(interval) if interval == int(interval) else interval,
+                        "health-check-timeout-secs": int(timeout or 0) if (timeout or 0) == int(timeout or 0) else timeout,
+                        "health-failure-threshold": threshold},
+            "tolerates_busy_s": (threshold - 1) * period, "problems": problems}
+
+
 class FilterModule:
     def filters(self):
         return {"sglang_router_worker_urls": sglang_router_worker_urls, "sglang_router_workers": sglang_router_workers,
-                "sglang_router_worker_url": sglang_router_worker_url}
+                "sglang_router_worker_url": sglang_router_worker_url,
+                "sglang_router_health_checks": sglang_router_health_checks}

@@ -40,7 +40,9 @@ description:
     service's home, C(FLASHINFER_WORKSPACE_BASE) (the release's C(flashinfer) directory, its FlashInfer JIT cache),
     C(CUDA_HOME), C(PATH) (the release venv's C(bin), CUDA's C(bin), then systemd's default),
     C(FLASHINFER_CUDA_ARCH_LIST) when the runtime facts have C(flashinfer_arch_list),
-    C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) when set - then the operator's own environment, which wins.
+    C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) when set, C(SGLANG_HEALTH_CHECK_TIMEOUT) from
+    C(health_check_timeout_s) (deployment_health_check_timeout_s; the operator's environment may not set it, since
+    every /health probe derives its timeout from that variable) - then the operator's own environment, which wins.
   - The same function gives the release probe its environment for a release that is not current yet, so the
     probe sees what the server will see.
   - C(sglang_environment_file) (the other filter of this file) renders such a dict as C(EnvironmentFile=) text.
@@ -100,10 +102,17 @@ def sglang_unit_environment(runtime, release):
     if ifname:
         env["NCCL_SOCKET_IFNAME"] = ifname
         env["GLOO_SOCKET_IFNAME"] = ifname
+    health_timeout = str(runtime.get("health_check_timeout_s") or "").strip()
+    if health_timeout:
+        env["SGLANG_HEALTH_CHECK_TIMEOUT"] = health_timeout
     extra = runtime.get("environment") or {}
     if not isinstance(extra, dict):
         raise AnsibleFilterError("sglang_service_environment must be a mapping of variable names to values, got %r"
                                  % (extra,))
+    if health_timeout and "SGLANG_HEALTH_CHECK_TIMEOUT" in extra:
+        raise AnsibleFilterError("sglang_service_environment sets SGLANG_HEALTH_CHECK_TIMEOUT; set "
+                                 "deployment_health_check_timeout_s instead (every /health probe derives its timeout "
+                                 "from it)")
     for key in sorted(extra):
         env[str(key)] = "" if extra[key] is None else str(extra[key])
     return env

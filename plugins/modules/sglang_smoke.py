@@ -44,10 +44,12 @@ options:
     choices: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
     default: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
   probe_timeout:
-    description: Seconds for C(/health) and C(/v1/models). C(/health) runs a one-token generation (~1 s), so values
-      below 5 are raised to 5.
+    description: Seconds for C(/health) and C(/v1/models). C(/health) runs a one-token generation (~1 s when idle) and
+      answers 503 after the server's own bound (C(SGLANG_HEALTH_CHECK_TIMEOUT), 20 s) when no token came back, so
+      give it more than that bound (values below 5 are raised to 5). A 503 with requests in the scheduler (its
+      C(/metrics)) passes as busy.
     type: float
-    default: 10
+    default: 25
   request_timeout:
     description: Seconds for one chat completion (streamed or not); at least 5.
     type: float
@@ -118,7 +120,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import NoAnswer, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+    EndpointError, JsonClient, NoAnswer, http_request,
+)
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import read_counts
 
 ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
 PROBES = ("health", "models")
@@ -247,9 +252,23 @@ class Smoke(object):
 
     def check_health(self):
         status, raw = request(self.base + "/health", None, self.probe_timeout, self.api_key)
-        if status != 200:
-            raise CheckFailed("/health answered %s; expected 200 (sglang_health should have waited for ready)" % status)
-        return "/health 200"
+        if status == 200:
+            return "/health 200"
+        # SGLang answers 503 when no token came back within its own bound: a server busy with a long prefill does
+        # (sgl-project/sglang#22511). Busy is not broken: requests in its scheduler say so.
+        in_flight = None
+        if status == 503:
+            try:
+                headers = {"Authorization": "Bearer %s" % self.api_key} if self.api_key else {}
+                counts = read_counts(JsonClient(self.base, self.probe_timeout, headers))
+                in_flight = int(sum(counts.values()))
+            except (EndpointError, NoAnswer):
+                in_flight = None
+        if in_flight:
+            return "/health 503 while busy: %d request(s) in the scheduler (SGLang answers 503 when no token came " \
+                   "back for its health-check bound, as during a long prefill)" % in_flight
+        raise CheckFailed("/health answered %s%s; expected 200 (sglang_health should have waited for ready)"
+                          % (status, " with no request in the scheduler" if in_flight == 0 else ""))
 
     def check_models(self):
         data = parse_json(*request(self.base + "/v1/models", None, self.probe_timeout, self.api_key),
@@ -337,7 +356,7 @@ def main():
             url=dict(type="str", default="http://127.0.0.1:30000"),
             served_model_name=dict(type="str", required=True),
             checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(ALL_CHECKS)),
-            probe_timeout=dict(type="float", default=10.0),
+            probe_timeout=dict(type="float", default=25.0),
             request_timeout=dict(type="float", default=60.0),
             max_tokens=dict(type="int", default=512, no_log=False),
             reasoning_max_tokens=dict(type="int", default=2048, no_log=False),

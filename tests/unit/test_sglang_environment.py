@@ -54,3 +54,11 @@ def test_environment_file_text_and_what_it_refuses():
         se.sglang_environment_file({"1X": "v"})
     with pytest.raises(AnsibleFilterError, match="needs cuda_home"):
         se.sglang_unit_environment({"home": "/h"}, "/r")
+
+
+def test_the_servers_health_bound_comes_from_the_deployment_and_is_not_overridden():
+    env = se.sglang_unit_environment(dict(RUNTIME, health_check_timeout_s=20), "/opt/sglang/current")
+    assert env["SGLANG_HEALTH_CHECK_TIMEOUT"] == "20"
+    with pytest.raises(AnsibleFilterError, match="set deployment_health_check_timeout_s instead"):
+        se.sglang_unit_environment(dict(RUNTIME, health_check_timeout_s=20,
+                                        environment={"SGLANG_HEALTH_CHECK_TIMEOUT": "5"}), "/opt/sglang/current")

@@ -169,3 +169,35 @@ def test_the_chat_completions_run_at_once_and_report_in_order(monkeypatch):
     assert [r["name"] for r in results] == ["tool_calls_stream", "models", "chat", "tool_calls", "reasoning"]
     assert [r["status"] for r in results] == ["passed", "passed", "passed", "failed", "passed"]
     assert results[0]["detail"] == "tool_calls_stream ok" and results[3]["detail"] == "tool_calls failed"
+
+
+def test_a_busy_servers_503_passes_the_health_check_as_busy(module_runner, sim_env):
+    """/health answers 503 when no token came back within the server's bound (1 s here, 20 s by default): a long
+    prefill does that to a healthy server (sgl-project/sglang#22511). With requests in its scheduler (/metrics) the
+    health check passes and says busy; the same 503 with nothing in flight fails."""
+    import json
+    import threading
+    import urllib.request
+
+    workdir, pythonpath, ckpt = sim_env
+    sim = bench.SimProcess(sys.executable, pythonpath, ["--model-path", ckpt, "--served-model-name", "Kimi-K2.5",
+                                                        "--tp-size", "2", "--enable-metrics"],
+                           {"SGLANG_HEALTH_CHECK_TIMEOUT": "1", "SGLANG_SIM_PREFILL_TOKENS_PER_S": "1000",
+                            "SGLANG_SIM_HEALTH_LATENCY_S": "0.2"}, workdir)
+    try:
+        deadline = time.time() + 20
+        while "The server is fired up and ready to roll!" not in sim.log():
+            assert time.time() < deadline and sim.proc.poll() is None, sim.log()[-2000:]
+            time.sleep(0.05)
+        body = json.dumps({"text": "x" * 4 * 4000, "sampling_params": {"max_new_tokens": 2}}).encode()
+        long_prefill = threading.Thread(target=lambda: urllib.request.urlopen(urllib.request.Request(
+            sim.url + "/generate", data=body, headers={"content-type": "application/json"}), timeout=30).read())
+        long_prefill.start()  # 4000 tokens at 1000 a second: the scheduler is held 4 s
+        time.sleep(0.3)
+        kind, result = module_runner(sglang_smoke, {"url": sim.url, "served_model_name": "Kimi-K2.5",
+                                                    "checks": ["health"], "probe_timeout": 6})
+        assert kind == "exit", result["msg"]
+        assert result["checks"][0]["detail"].startswith("/health 503 while busy: 1 request(s) in the scheduler")
+        long_prefill.join(30)
+    finally:
+        sim.stop()
