@@ -30,8 +30,10 @@ rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): 
          requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
 
 The load generator runs here, against the router container's address on the podman network: short chat completions
-(every 4th streamed) and long streaming thinking requests (every 8th: up to 1024 reasoning tokens at the fleet's
-50 tokens/s, ~20 s), for ``--rest-s`` before the playbook starts (latency at rest) and until it ends. A poller reads the
+(every 4th streamed), long streaming thinking requests (every 8th: up to 1024 reasoning tokens at the fleet's
+50 tokens/s, ~20 s) and long prompts (client 0's every 5th: a prefill that holds the node's scheduler 3 s past the
+fleet's /health bound, so /health answers 503 on a node that is only busy, sgl-project/sglang#22511; a switching case
+requires such 503s in a node's journal and no node out of rotation but for its own switch), for ``--rest-s`` before the playbook starts (latency at rest) and until it ends. A poller reads the
 router's GET /workers every 0.2 s: a worker is "out of rotation" while it is not listed healthy. Per node it prints the
 time out of rotation, the drain (what the play's drain waited), restart-to-ready (the unit's "Stopping" to SGLang's
 ready line, from the node's journal) and what is left (deregistration, the switch, re-registration); p99 at rest,
@@ -73,8 +75,14 @@ def _yaml(*path):
 DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main.yml")
 PORT = int(DEPLOYMENT["deployment_port"])
 LOCK = DEPLOYMENT["deployment_rollout_lock"]
-FLEET_OPTIONS = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml").get(
-    "sglang_service_extra_options") or {}
+FLEET = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")
+FLEET_OPTIONS = FLEET.get("sglang_service_extra_options") or {}
+# A long prompt: its prefill holds a node's scheduler 3 s past the fleet's /health bound, so /health answers 503 on a
+# node that is only busy (sgl-project/sglang#22511); the sim counts a token per 4 characters of the messages' JSON.
+HEALTH_BOUND_S = float(_yaml("inventory", "sandbox-fleet", "group_vars", "all", "main.yml")[
+    "deployment_health_check_timeout_s"])
+PREFILL_RATE = float(FLEET["sglang_service_environment"]["SGLANG_SIM_PREFILL_TOKENS_PER_S"])
+LONG_PREFILL_CHARS = int(4 * PREFILL_RATE * (HEALTH_BOUND_S + 3))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 from sandbox_keys import auth_header, sandbox_api_keys, write_vault_vars  # noqa: E402 - the harness's module, above
 
@@ -102,8 +110,10 @@ class Load:
     def _one(self, i, n):
         long = n % 8 == 7  # a thinking request: 600 reasoning tokens streamed, then its answer
         stream = long or n % 4 == 3
+        # client 0's every 5th: a prompt whose prefill holds the node past its /health bound
+        prompt = ("client %d request %d " % (i, n)) + ("x" * LONG_PREFILL_CHARS if i == 0 and n % 5 == 4 else "")
         body = {"model": self.model, "max_tokens": 1024 if long else 16, "stream": stream,
-                "messages": [{"role": "user", "content": "client %d request %d" % (i, n)}]}
+                "messages": [{"role": "user", "content": prompt}]}
         if not long:
             body["chat_template_kwargs"] = {"thinking": False}
         req = urllib.request.Request(self.url + "/v1/chat/completions", data=json.dumps(body).encode(),
@@ -488,6 +498,13 @@ def journal_restarts(node, since_wall):
     return [tuple(e) for e in events]
 
 
+def health_failures(node, since_wall):
+    """``Health check failed`` lines in the node's journal since ``since_wall``: /health answered 503 (the router's
+    checks and anything else that probed it) because no token came back within the bound."""
+    out = podman("exec", node, "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", "--since", "@%d" % int(since_wall))
+    return sum(1 for line in out.splitlines() if "Health check failed. Server couldn't get a response" in line)
+
+
 def write_times(node):
     """Wall-clock mtimes of the node's build logs and staging progress files (what a prepare writes)."""
     code = ("import glob, json, os; print(json.dumps({p: os.stat(p).st_mtime for pat in %r for p in glob.glob(pat)}))"
@@ -532,6 +549,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
     load.start()
     time.sleep(args.rest_s)  # latency at rest, before the playbook touches anything
     started = time.time()
+    load_started = started - args.rest_s
     rc, wall, out = ansible(["-i", inv, playbook, *extra], os.path.join(workdir, name + ".log"))
     time.sleep(2)  # requests right after the last node came back count too
     load.stop()
@@ -555,6 +573,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
         "case": name, "playbook_rc": rc, "playbook_s": round(wall, 1), "clients": args.clients,
         "requests": len(load.results), "failed": len(failed),
         "long_requests": sum(1 for r in load.results if r[1] > 5),
+        "health_503": {n: health_failures(n, load_started) for n in NODES},
         "p50_ms": round(percentile(lat, 50) * 1000, 1), "p99_ms": round(percentile(lat, 99) * 1000, 1),
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
         "p99_rest_ms": p99(lambda t: t < started), "p99_prepare_ms": p99(lambda t: started <= t < first_out),
@@ -713,6 +732,7 @@ def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
     print("   requests %d (%d long streaming), failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
           % (f["requests"], f["long_requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
+    print("   /health 503 while busy (long prefills): %s" % ", ".join("%s %d" % kv for kv in sorted(f["health_503"].items())))
     print("   p99 at rest %s ms, while preparing %s ms, while switching %s ms"
           % (f["p99_rest_ms"], f["p99_prepare_ms"], f["p99_switch_ms"]))
     for w in f["windows"]:
@@ -755,6 +775,8 @@ def window_problems(name, f, max_rest_s, nodes=None):
         problems.append("%s: %d failed requests" % (name, f["failed"]))
     if not f["long_requests"]:
         problems.append("%s: the load had no long streaming request" % name)
+    if not any(f["health_503"].values()):
+        problems.append("%s: no long prefill made a serving node's /health answer 503: busy was not tested" % name)
     return problems
 
 
