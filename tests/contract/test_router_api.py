@@ -206,3 +206,68 @@ def test_router_metrics_the_alert_rules_read(fleet):
     while w1 in _router_health(metrics) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert _router_health(metrics) == {w0: 1.0}
+
+
+def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected(tmp_path):
+    """SGLang 0.5.23's /health answers 503 after its own bound (2 s here, 20 s by default) while a long prefill holds
+    the scheduler. Two real routers check the same worker through such a prefill: the one started with the checks
+    sglang_router_health_checks renders keeps it healthy throughout; one with a timeout under the bound and a threshold
+    of 2 (the product's settings before, time-scaled) lists it unhealthy, for being busy."""
+    from ansible_collections.blackwell.sglang.plugins.filter.router import sglang_router_health_checks
+
+    if not (MODEL / "model.safetensors.index.json").exists():
+        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
+    sim = tmp_path / "sim"
+    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
+    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
+    rendered = sglang_router_health_checks({"interval_s": 1, "server_timeout_s": 2, "longest_prefill_s": 8})
+    assert rendered["problems"] == [] and rendered["options"]["health-check-timeout-secs"] == 7
+    old = {"health-check-interval-secs": 1, "health-check-timeout-secs": 1, "health-failure-threshold": 2}
+    assert sglang_router_health_checks({"interval_s": 1, "server_timeout_s": 2, "longest_prefill_s": 8,
+                                        "timeout_s": 1, "failure_threshold": 2})["problems"]
+    procs = []
+    try:
+        port = _free_port()
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "", "SGLANG_SIM_SHARD_DELAY_S": "0",
+               "SGLANG_SIM_READY_POLL_S": "0.2", "SGLANG_SIM_HEALTH_LATENCY_S": "0.2", "SGLANG_HEALTH_CHECK_TIMEOUT": "2",
+               "SGLANG_SIM_PREFILL_TOKENS_PER_S": "1000", "SGLANG_SIM_STATE_DIR": str(tmp_path / "state")}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1", "--host",
+             "127.0.0.1", "--port", str(port), "--trust-remote-code"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        worker = f"http://127.0.0.1:{port}"
+        _wait_http(worker + "/health", 90)
+        routers = {}
+        for name, options in (("rendered", rendered["options"]), ("old", old)):
+            rport = _free_port()
+            argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
+                    "--worker-urls", worker, "--log-level", "warn", "--prometheus-port", str(_free_port())]
+            for key, value in options.items():
+                argv += ["--" + key, str(value)]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
+            routers[name] = f"http://127.0.0.1:{rport}"
+        for url in routers.values():
+            _wait_http(url + "/readiness", 60)
+        body = json.dumps({"text": "x" * 4 * 6000, "sampling_params": {"max_new_tokens": 2}}).encode()
+        prefill = threading.Thread(target=lambda: urllib.request.urlopen(urllib.request.Request(
+            worker + "/generate", data=body, headers={"Content-Type": "application/json"}), timeout=60).read())
+        prefill.start()  # 6000 tokens at 1000 a second: the scheduler is held 6 s, /health 503 after 2 s
+        unhealthy = {name: 0 for name in routers}
+        deadline = time.monotonic() + 9
+        while time.monotonic() < deadline:
+            for name, url in routers.items():
+                if not any(w.get("is_healthy") for w in Router(url).workers()):
+                    unhealthy[name] += 1
+            time.sleep(0.2)
+        prefill.join(30)
+        assert unhealthy["rendered"] == 0, unhealthy
+        assert unhealthy["old"] > 0, unhealthy
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()

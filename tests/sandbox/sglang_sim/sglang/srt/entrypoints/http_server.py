@@ -347,7 +347,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         """The probe's request: input_ids [0], max_new_tokens 1; no answer while a scheduler is dead."""
         if not STATE.schedulers_alive():
             return
-        STATE.forward(sim_config.get_float("SGLANG_SIM_REQUEST_S"), prefill_tokens=1)
+        STATE.forward(prefill_tokens=1)  # one prefill step: its one token comes back with it
         if STATE.schedulers_alive():
             STATE.output()
 
