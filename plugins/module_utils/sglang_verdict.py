@@ -36,6 +36,9 @@ ADVICE_BY_ERROR = (
      "rebuild FlashInfer and SGLang for 12.0 (sm_120) and check the release probe"),
     (text_re("shards_missing"), "the model's index names shard files that are not on disk (SGLang checks them all before "
      "reading any): the staged revision is incomplete; re-run model_stage, which verifies every shard"),
+    (text_re("hicache_cannot_size"), "SGLang could not read the memory cgroup it runs in to size the HiCache host pool "
+     "(auto-sizing needs its headroom; a container without its cgroup filesystem mounted cannot give it): set "
+     "--hicache-size explicitly (GB per rank, within the memory limit) or mount the cgroup filesystem"),
     (text_re("memory_unbalanced"), "another process holds memory on one of this unit's GPUs (SGLang 0.5.23 refuses "
      "to start when a GPU has under 90 % of the free memory of the others, before any weight is read): stop it; "
      "preflight refuses a GPU another process holds before it deploys"),

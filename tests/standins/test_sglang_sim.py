@@ -568,6 +568,20 @@ def test_hicache_refuses_a_pool_larger_than_its_budget(start, ckpt):
     assert "Allocating MLA hierarchical KV host pool" not in sim.log
 
 
+def test_an_unmounted_memory_cgroup_stops_auto_sizing_but_not_an_explicit_size(start, ckpt):
+    """0.5.23 mem_cache/host_memory.py: auto-sizing needs the cgroup's headroom and raises without it; an explicit
+    --hicache-size logs the warning and checks against MemAvailable (allow_cgroup_fallback)."""
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--enable-hierarchical-cache"],
+                env={"SGLANG_SIM_FAULT": "hicache_cgroup_unmounted"})
+    assert sim.wait_exit() == -signal.SIGKILL
+    assert "RuntimeError: Cannot automatically size HiCache host memory; set --hicache-size explicitly" in sim.log
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--enable-hierarchical-cache", "--hicache-size", "1"],
+                env={"SGLANG_SIM_FAULT": "hicache_cgroup_unmounted"})
+    sim.wait_ready()
+    assert "Cannot determine cgroup memory headroom: Cannot locate the process memory cgroup in mounted cgroup " \
+           "filesystems. Checking explicitly sized HiCache pools against host available memory" in sim.log
+
+
 def test_metrics_count_the_scheduler_not_requests_streaming_back(start, ckpt):
     """sglang:num_running_reqs comes from the scheduler: it is 0 while a finished request is still on its way back
     to the client; SIGTERM's drain (rid_to_state) still waits for that request."""

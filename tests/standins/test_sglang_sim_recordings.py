@@ -46,6 +46,9 @@ SCENARIOS = {
     "sim_tokenizer_failure_tp8.log": (8, {"SGLANG_SIM_FAULT": "tokenizer_load_failure"}, "exit", {}, False, HICACHE),
     "sim_hicache_no_memory_tp8.log": (8, {"SGLANG_SIM_FAULT": "hicache_alloc_failure:12"}, "exit", {}, False,
                                       HICACHE + ["--hicache-size", "2"]),
+    # auto-sizing with the process's memory cgroup not mounted: every rank raises before allocating
+    "sim_hicache_cgroup_unmounted_tp2.log": (2, {"SGLANG_SIM_FAULT": "hicache_cgroup_unmounted"}, "exit", {}, False,
+                                             HICACHE),
     "sim_log_level_warning_tp8.log": (8, {}, "ready", {}, False, HICACHE + ["--log-level", "warning"]),
     "sim_ready_deepep_tp8.log": (8, {}, "ready", {}, False, HICACHE + ["--moe-a2a-backend", "deepep"]),
 }

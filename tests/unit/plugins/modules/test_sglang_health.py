@@ -602,3 +602,16 @@ def test_a_probe_timeout_within_the_servers_own_bound_is_refused(module_runner, 
     assert kind == "fail"
     assert "probe_timeout 10 s does not exceed the server's own /health bound" in result["msg"]
     assert "use 25 or more" in result["msg"]
+
+
+def test_hicache_auto_sizing_without_a_readable_cgroup_gets_its_own_hint(module_runner, monkeypatch):
+    """0.5.23 recorded (simulator): auto-sizing needs the memory cgroup's headroom; with the cgroup filesystem not
+    mounted every rank raises ``Cannot automatically size HiCache host memory``: the fix is an explicit size, not less
+    memory."""
+    script(monkeypatch, [{"log": "sim_hicache_cgroup_unmounted_tp2.log", "schedulers": 0,
+                          "show": {"active": "failed", "sub": "failed", "result": "signal", "pid": 0, "status": 9,
+                                   "code": 2}}])
+    kind, result = module_runner(sglang_health, dict(ARGS, tp_size=2))
+    assert kind == "fail" and result["verdict"] == "crashed" and result["phase"] == "hicache_alloc"
+    assert "set --hicache-size explicitly (GB per rank, within the memory limit)" in result["msg"]
+    assert "lower --hicache-size / --hicache-ratio" not in result["msg"]

@@ -7,6 +7,13 @@ the process sits in (v2 ``memory.max``/``memory.high`` - (``memory.current`` - f
 
 The fault ``SGLANG_SIM_FAULT=hicache_alloc_failure[:GB]`` makes MemAvailable read GB (default 1): what a host
 whose memory something else holds looks like.
+
+A memory cgroup the process sits in but cannot find mounted (a container without its cgroup filesystem) raises
+``Cannot locate the process memory cgroup in mounted cgroup filesystems``; ``available_host_memory_bytes`` then
+raises ``Cannot automatically size HiCache host memory; set --hicache-size explicitly ...`` for auto-sizing, and
+for an explicit size logs ``Cannot determine cgroup memory headroom: ...`` and checks against MemAvailable
+(``allow_cgroup_fallback``, ``pool_host/base.py host_memory_budget_bytes``). The fault
+``SGLANG_SIM_FAULT=hicache_cgroup_unmounted`` makes every mount of the process's cgroups unfindable.
 """
 import logging
 import os
@@ -49,8 +56,11 @@ def _cgroup_memory_headroom():
             elif "memory" in controllers.split(","):
                 memberships["cgroup"] = path
     headroom = None
+    resolved = False
     with open("/proc/self/mountinfo") as fh:
         mounts = fh.read().splitlines()
+    if sim_config.fault()[0] == "hicache_cgroup_unmounted":
+        mounts = [line for line in mounts if " - cgroup" not in line]
     for line in mounts:
         before, _, after = line.partition(" - ")
         fstype, _, options = (after.split() + ["", "", ""])[:3]
@@ -63,6 +73,7 @@ def _cgroup_memory_headroom():
         directory = os.path.normpath(os.path.join(mount, "" if rel == "." else rel))
         if not os.path.isdir(directory):
             continue
+        resolved = True
         limits = ("memory.max", "memory.high") if fstype == "cgroup2" else ("memory.limit_in_bytes",)
         usage_name = "memory.current" if fstype == "cgroup2" else "memory.usage_in_bytes"
         cache_keys = ("active_file", "inactive_file") if fstype == "cgroup2" else (
@@ -85,15 +96,29 @@ def _cgroup_memory_headroom():
             if os.path.normpath(directory) == os.path.normpath(mount):
                 break
             directory = os.path.dirname(directory)
+    if memberships and not resolved:
+        raise RuntimeError("Cannot locate the process memory cgroup in mounted cgroup filesystems")
     return headroom
 
 
-def available_host_memory_bytes():
+def available_host_memory_bytes(*, allow_cgroup_fallback=False):
     available = _meminfo_available()
     try:
         headroom = _cgroup_memory_headroom()
-    except (OSError, ValueError):
-        headroom = None
+    except (OSError, RuntimeError) as exc:
+        if not allow_cgroup_fallback:
+            raise RuntimeError(
+                "Cannot automatically size HiCache host memory; "
+                "set --hicache-size explicitly (GB per rank), leaving room "
+                "for other memory use within the container limit."
+            ) from exc
+        logger.warning(
+            "Cannot determine cgroup memory headroom: %s. Checking explicitly "
+            "sized HiCache pools against host available memory; ensure all "
+            "local ranks' pools fit within the container memory limit.",
+            exc,
+        )
+        return available
     if headroom is not None:
         logger.info("HiCache memory headroom: host %.1f GiB, cgroup %.1f GiB", available / 1024**3, headroom / 1024**3)
         available = min(available, headroom)

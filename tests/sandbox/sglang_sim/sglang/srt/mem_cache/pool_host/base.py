@@ -27,8 +27,10 @@ _ALLOCATION_SLACK_FRACTION = 0.05
 PAGE = 4096
 
 
-def host_memory_budget_bytes(ranks_per_host):
-    return (available_host_memory_bytes() - HICACHE_HOST_MEMORY_RESERVE_BYTES) // max(ranks_per_host, 1)
+def host_memory_budget_bytes(ranks_per_host, auto_size=False):
+    """Auto-sizing needs the cgroup's headroom; an explicit size may fall back to MemAvailable."""
+    return (available_host_memory_bytes(allow_cgroup_fallback=not auto_size) - HICACHE_HOST_MEMORY_RESERVE_BYTES) \
+        // max(ranks_per_host, 1)
 
 
 class MLATokenToKVPoolHost:
@@ -47,7 +49,7 @@ class MLATokenToKVPoolHost:
             fraction = cfg.get("hicache_host_memory_fraction")
             if ratio is None and fraction is not None:  # auto-sizing (hicache_auto_size.py auto_size_hicache)
                 device_bytes = device_capacity_tokens * size_per_token
-                budget = int(host_memory_budget_bytes(ranks) * fraction)
+                budget = int(host_memory_budget_bytes(ranks, auto_size=True) * fraction)
                 new_ratio = min(requested, budget * (1 - _ALLOCATION_SLACK_FRACTION) / device_bytes)
                 if new_ratio <= 0:
                     raise ValueError("No host memory is left for HiCache after the 10 GiB reserve; "
