@@ -422,6 +422,18 @@ def state_files(tmp_path):
     return {int(p.stem): json.loads(p.read_text()) for p in d.glob("*.json")} if d.is_dir() else {}
 
 
+def test_the_eager_warmup_before_capture_is_silent_with_the_gpu_busy(start, ckpt, tmp_path):
+    """0.5.23 builds the EagerRunner before any graph and runs its kernels once: no line after ``Memory pool end``,
+    the GPU busy, its memory flat after the static buffer."""
+    sim = start(["--model-path", str(ckpt), "--tp", "2"], env={"SGLANG_SIM_EAGER_WARMUP_S": "2"})
+    sim.wait_for(lambda: "TP1] Memory pool end" in sim.log and "TP0] Memory pool end" in sim.log, 15, "the KV pool")
+    sim.wait_for(lambda: all(s.get("gpu_busy") for s in state_files(tmp_path).values()), 2, "busy GPUs")
+    time.sleep(0.5)
+    assert "Capture target prefill CUDA graph begin" not in sim.log
+    assert sim.log.rstrip().splitlines()[-1].split("] ", 1)[1].startswith("Memory pool end. avail mem=")
+    sim.wait_ready(20)
+
+
 def test_startup_follows_0_5_23_prefill_first_hicache_after_capture(start, tmp_path):
     """Init parallel -> memory baseline -> weights -> KV pool -> prefill graphs -> decode graphs -> HiCache host pool
     (port still closed) -> watchdog + uvicorn -> image warmup (vision_config) -> ready; each scheduler publishes its
@@ -713,3 +725,21 @@ def test_host_memory_running_out_while_loading_kills_every_rank_and_the_kernel_s
                      r"task_memcg=\S+,task=sglang::schedul,pid=\d+,uid=\d+$", lines[1])
     log = parse_log(sim.log)
     assert log["crash_phase"] == "loading_weights" and log["scheduler_died"]["exit_code"] == -9
+
+
+def test_the_drains_first_check_comes_0_to_5_s_after_sigterm(start, ckpt):
+    """0.5.23's sigterm_watchdog is a task from start-up that looks every 5 s (2 s here) whether SIGTERM came: the
+    first ``Gracefully exiting`` comes anywhere from at once to one poll after the signal, not a poll after it."""
+    env = {"SGLANG_SIM_DRAIN_POLL_S": "2.0"}
+    sims = [start(["--model-path", str(ckpt)], env=env) for _ in range(3)]
+    for sim in sims:
+        sim.wait_ready(20)
+    delays = []
+    for offset, sim in zip((0.0, 0.7, 1.4), sims):
+        time.sleep(offset)
+        sent = time.monotonic()
+        os.kill(sim.proc.pid, signal.SIGTERM)
+        sim.wait_for(lambda: "Gracefully exiting" in sim.log, 5, "the drain's first check")
+        delays.append(time.monotonic() - sent)
+    assert all(d <= 2.4 for d in delays), delays
+    assert max(delays) - min(delays) >= 0.3, delays  # the check's phase is the watchdog's, not the signal's

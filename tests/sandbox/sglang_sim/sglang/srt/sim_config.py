@@ -12,6 +12,8 @@ DEFAULTS = {
     "SGLANG_SIM_FAULT": "",
     "SGLANG_SIM_SHARD_DELAY_S": "0.01",
     "SGLANG_SIM_INIT_S": "0.05",
+    # The EagerRunner's kernel warmup before any graph: silent, the GPU busy and its memory flat.
+    "SGLANG_SIM_EAGER_WARMUP_S": "0.2",
     # CUDA graph capture (prefill a third, decode the rest); minutes on real hardware.
     "SGLANG_SIM_CAPTURE_S": "0.5",
     # cudaHostRegister of the HiCache host pool, and whether the pool is really allocated and touched (it is, as on a

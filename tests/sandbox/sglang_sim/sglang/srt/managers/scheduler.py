@@ -133,6 +133,7 @@ class Scheduler:
         logger.info(f"Memory baseline taken. mem usage={before - self.avail:.2f} GB")
         self.load_model()
         self.init_memory_pool()
+        cuda_graph_setup.eager_warmup(self)
         cuda_graph_setup.capture_prefill_graph(self)
         cuda_graph_setup.capture_decode_graph(self)
 

@@ -74,6 +74,16 @@ def _capture(runner, shapes, desc, seconds, per_shape_gb, oom_at=None):
         bar.close()
 
 
+def eager_warmup(runner):
+    """``EagerRunner(model_runner, run_warmup=True)``, built before any graph (``cuda_graph_setup.py
+    capture_cuda_graphs``; ``runner/base_runner.py _warmup``): it allocates the fixed-max static buffer, then runs the
+    kernels once (communication workspaces, the model's own preparation; FlashInfer's autotune only for the MoE
+    backends ``runner/flashinfer_autotune.py`` lists, which Kimi-K2.5's INT4 checkpoint does not use here). It logs
+    nothing: a silent stretch with the GPU busy and its memory flat after the buffer (``SGLANG_SIM_EAGER_WARMUP_S``)."""
+    runner.use(0.25)
+    runner.hold(sim_config.get_float("SGLANG_SIM_EAGER_WARMUP_S"), busy=True)
+
+
 def capture_prefill_graph(runner):
     if runner.cfg["disable_cuda_graph"] or runner.cfg["disable_prefill_graph"]:
         return
