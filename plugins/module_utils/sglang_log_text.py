@@ -108,12 +108,12 @@ WHEEL_FUNCTIONS = {
 
 # name -> (regex, the program that prints it): not SGLang's text, so not checked against the wheel.
 FOREIGN_TEXT = {
-    "uvicorn_running": (r"Uvicorn running on ", "uvicorn 0.54 uvicorn/config.py Config.bind_socket"),
-    "uvicorn_startup": (r"Application startup complete\.", "uvicorn 0.54 uvicorn/lifespan/on.py"),
+    "uvicorn_running": (r"Uvicorn running on ", "uvicorn 0.55 uvicorn/config.py Config.bind_socket"),
+    "uvicorn_startup": (r"Application startup complete\.", "uvicorn 0.55 uvicorn/lifespan/on.py"),
     "uvicorn_warmup_request": (r'"GET /model_info HTTP/1\.1" 200',
-                               "uvicorn 0.54 uvicorn/protocols/http access log of the warmup's first request"),
+                               "uvicorn 0.55 uvicorn/protocols/http access log of the warmup's first request"),
     "uvicorn_health_request": (r'"GET /health(?:_generate)? HTTP/1\.1" \d+',
-                               "uvicorn 0.54 uvicorn/protocols/http access log of a /health probe"),
+                               "uvicorn 0.55 uvicorn/protocols/http access log of a /health probe"),
     "traceback": (r"Traceback \(most recent call last\):", "CPython Lib/traceback.py"),
     "faulthandler": (r"Fatal Python error", "CPython faulthandler (scheduler processes enable it)"),
     "segfault": (r"Segmentation fault", "CPython faulthandler / the kernel"),
@@ -128,7 +128,7 @@ FOREIGN_TEXT = {
     "no_kernel_image": (r"no kernel image is available for execution",
                         "the CUDA runtime's cudaErrorNoKernelImageForDevice text, raised by torch (CUDA error: ...)"),
     "bind_failed": (r"error while attempting to bind on address",
-                    "CPython 3.11 Lib/asyncio/base_events.py create_server, logged by uvicorn 0.54 server.py "
+                    "CPython 3.11 Lib/asyncio/base_events.py create_server, logged by uvicorn 0.55 server.py "
                     "Server.startup (SGLang 0.5.23 http_server.py runs uvicorn.Server)"),
     "address_in_use": (r"\[Errno 98\] Address already in use",
                        "the OSError of EADDRINUSE (strerror), e.g. a socket SGLang binds itself"),

@@ -26,6 +26,8 @@ LIGHT_DEPS=(
   "numpy==2.4.6" "orjson==3.13.0" "psutil==7.2.2" "pybase64==1.5.1" "requests==2.34.2"
   "triton==3.9.0" "packaging==26.4" "pillow==13.0.0" "starlette==1.10.0" "msgspec==0.23.0"
   "pydantic==2.14.4" "pyzmq==27.3.0" "tqdm==4.70.1" "ipython==9.18.1" "aiohttp==3.14.5"
+  # the uvicorn the release's closure resolves (sglang 0.5.23 asks uvicorn>=0.51): its lines are judged for real
+  "uvicorn==0.55.0"
 )
 
 probe() {
@@ -33,6 +35,7 @@ probe() {
 import sys, importlib.metadata as md
 assert md.version("sglang") == sys.argv[1]
 assert md.version("torch").split("+")[0] == sys.argv[2]
+assert md.version("uvicorn") == "0.55.0"
 import argparse
 from sglang.srt.server_args import ServerArgs
 ServerArgs.add_cli_args(argparse.ArgumentParser())

@@ -29,9 +29,10 @@ FOREIGN = (
     ("CPython warnings.py (showwarning)", re.compile(r"^\S+\.py:\d+: \w+Warning: .*$|^  warnings\.warn\($")),
     # SGLang 0.5.23 utils/common.py set_uvicorn_logging_configs: "[%(asctime)s] %(levelprefix)s %(message)s" (and the
     # access log's), datefmt "%Y-%m-%d %H:%M:%S": a bare "INFO:     ..." line is uvicorn's own default, not 0.5.23's.
-    ("uvicorn 0.54 (server.py, lifespan/on.py, config.py, protocols/http access log)", re.compile(
+    ("uvicorn 0.55 (server.py, lifespan/on.py, config.py, protocols/http access log)", re.compile(
         r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] (?:INFO|WARNING|ERROR): +(?:Started server process \[\d+\]|Waiting for application startup\.|"
         r"Application startup complete\.|Uvicorn running on \S+ \(Press CTRL\+C to quit\)|Shutting down|"
+        r"Waiting for application shutdown\.|Application shutdown complete\.|"
         r"Waiting for connections to close\. \(CTRL\+C to force quit\)|Finished server process \[\d+\]|"
         r"\S+:\d+ - \"[A-Z]+ \S+ HTTP/1\.[01]\" \d{3}(?: [A-Za-z ]+)?|"
         r"\[Errno \d+\] error while attempting to bind on address \(.+\): [a-z ]+)$")),

@@ -714,15 +714,16 @@ def launch_server(args, schedulers, detok, cfg, watchdog):
     try:
         STATE.server = http.server.ThreadingHTTPServer((args.host, args.port), Handler)  # uvicorn binds after startup
     except OSError as exc:
-        # uvicorn 0.54 server.py Server.startup: ``logger.error(exc)`` of the OSError CPython 3.11's
+        # uvicorn 0.55 server.py Server.startup: ``logger.error(exc)`` of the OSError CPython 3.11's
         # asyncio/base_events.py create_server raises ("[Errno 98] error while attempting to bind on address
         # ('127.0.0.1', 30000): address already in use"), no traceback; then the lifespan shutdown joins the warmup
         # thread, which polls /model_info 120 times (1 s apart) before "Initialization failed. warmup error" and the
         # tree's SIGKILL; if an old server holds the port and answers, the warmup runs against it and logs the ready
         # line. Then uvicorn's sys.exit(1).
-        uv_logger.error(f"[Errno {exc.errno}] error while attempting to bind on address "
-                        f"{(args.host, args.port)!r}: {exc.strerror.lower()}")
+        uv_logger.error(bind_error_text(args.host, args.port, exc))
+        uv_logger.info("Waiting for application shutdown.")
         warmup.join()
+        uv_logger.info("Application shutdown complete.")
         sys.exit(1)
     uv_logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     try:
@@ -730,5 +731,13 @@ def launch_server(args, schedulers, detok, cfg, watchdog):
     finally:
         uv_logger.info("Shutting down")
         STATE.server.server_close()
+        uv_logger.info("Waiting for application shutdown.")
+        uv_logger.info("Application shutdown complete.")
         uv_logger.info("Finished server process [%d]" % os.getpid())
+
+
+def bind_error_text(host, port, exc):
+    """uvicorn's ``logger.error(exc)`` of the OSError asyncio's create_server raises for a taken port (checked against
+    the real uvicorn 0.55.0 by tests/contract/test_uvicorn_lines.py)."""
+    return f"[Errno {exc.errno}] error while attempting to bind on address {(host, port)!r}: {exc.strerror.lower()}"
 
