@@ -10,7 +10,9 @@ Cases (each prints its figures; run in the order auth, router-down, refusals, re
 whatever the order given; default: all of them; "both" = release + crash):
 
 auth     the router's and node 1's public ports: 401 without the key or with a wrong one, 200 with it; /health from
-         the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file.
+         the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file. Then
+         client errors: 50 prompts past the context through the router get SGLang's 400, and 200 valid requests after
+         them are all 200 (the router's breaker would have made them 503).
 router-down  the router is stopped: the play must fail before any node is touched (no restart, no release
          change on any node); the router is started again afterwards.
 refusals a bad SGLang option on node 2 fails the play in the fleet preflight; node 2's server SIGSTOPped (the router
@@ -330,6 +332,36 @@ def auth_case():
         if got != want:
             problems.append("auth: %s answered %s, not %s" % (what, got, want))
     return problems + key_on_router_host("auth", key)
+
+
+def client_errors_case():
+    """Issue 38 on the fleet: 50 prompts longer than the model's context through the router's public port get
+    SGLang's own 400, and the 200 valid requests after them are all served (sglang-router 0.3.2's breaker, on by
+    default, counts every 400 as its worker's failure: ten would make everything 503 no_available_workers for a
+    minute; roles/sglang_router disables it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # the staged checkpoint's context length, as the simulator reads it (configs/model_config.py: text_config's)
+    with open(os.path.join(ROOT, ".sandbox", "artifacts", "models", "Kimi-K2.5", "config.json")) as fh:
+        config = json.load(fh)
+    context = int(config.get("max_position_embeddings") or (config.get("text_config") or {}).get(
+        "max_position_embeddings") or 262144)
+    over = json.dumps({"model": "Kimi-K2.5", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
+                       "messages": [{"role": "user", "content": "x" * 4 * (context + 64)}]}).encode()
+    url, started = router_url() + "/v1/chat/completions", time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        refused = list(pool.map(lambda _: _status(url, auth_header(), over), range(50)))
+        valid = list(pool.map(lambda i: _status(url, auth_header(), short_chat("valid %d" % i)), range(200)))
+    print("   50 over-length: %s; then 200 valid: %s (%.0f s)" % (
+        dict((s, refused.count(s)) for s in set(refused)), dict((s, valid.count(s)) for s in set(valid)),
+        time.monotonic() - started))
+    problems = []
+    if set(refused) != {400}:
+        problems.append("client errors: the over-length requests answered %s, not 400 each" % sorted(set(refused)))
+    if set(valid) != {200}:
+        problems.append("client errors: after 50 client errors the valid requests answered %s, not 200 each"
+                        % dict((s, valid.count(s)) for s in set(valid)))
+    return problems
 
 
 def key_run(key):
@@ -806,6 +838,8 @@ def main(argv=None):
     if "auth" in cases:
         print("== auth: the public entries without and with the key")
         problems += auth_case()
+        print("== client errors: a burst of 400s, then valid requests, through the router")
+        problems += client_errors_case()
 
     if "router-down" in cases:
         problems += router_down_case(workdir)

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -263,6 +264,98 @@ def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected
         prefill.join(30)
         assert unhealthy["rendered"] == 0, unhealthy
         assert unhealthy["old"] > 0, unhealthy
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _router_options_from_the_role():
+    """The router options roles/sglang_router renders from its defaults (the templated ones left out)."""
+    import yaml
+
+    defaults = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
+    return {k: v for k, v in defaults["sglang_router_options"].items() if "{{" not in str(v)}
+
+
+def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_path):
+    """sgl-project/sglang#25811, measured: the real router counts a worker's 400 (SGLang 0.5.23 refusing a prompt
+    longer than the context) as the worker's failure; with its default breaker, a burst of them makes every valid
+    request 503 no_available_workers. With the options roles/sglang_router renders, 50 over-length requests get
+    SGLang's own 400 and the 200 valid ones after them all succeed; a worker killed outright still leaves routing
+    (health checks) and no request fails meanwhile (the router retries on the other worker)."""
+    if not (MODEL / "model.safetensors.index.json").exists():
+        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
+    options = _router_options_from_the_role()
+    assert options.get("disable-circuit-breaker") is True
+    sim = tmp_path / "sim"
+    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
+    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
+    procs, workers = [], []
+
+    def chat(router, content, timeout=30):
+        req = urllib.request.Request(router + "/v1/chat/completions", method="POST",
+                                     headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"model": "m", "max_tokens": 8, "messages": [
+                                         {"role": "user", "content": content}]}).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    try:
+        for i in range(2):
+            port = _free_port()
+            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "",
+                   "SGLANG_SIM_SHARD_DELAY_S": "0", "SGLANG_SIM_READY_POLL_S": "0.2", "SGLANG_SIM_HEALTH_LATENCY_S": "0.1",
+                   "SGLANG_SIM_STATE_DIR": str(tmp_path / ("state%d" % i))}
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1",
+                 "--host", "127.0.0.1", "--port", str(port), "--trust-remote-code", "--context-length", "1000"],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            workers.append(f"http://127.0.0.1:{port}")
+        for w in workers:
+            _wait_http(w + "/health", 90)
+        routers = {}
+        for name, extra in (("rendered", options), ("default", {})):
+            rport = _free_port()
+            argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
+                    "--worker-urls", *workers, "--health-check-interval-secs", "1", "--health-failure-threshold", "3",
+                    "--log-level", "warn", "--prometheus-port", str(_free_port())]
+            for key, value in extra.items():
+                if key in ("prometheus-host", "prometheus-port", "log-level"):
+                    continue
+                argv += ["--" + key] if value is True else ["--" + key, str(value)]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          start_new_session=True))
+            routers[name] = f"http://127.0.0.1:{rport}"
+        for url in routers.values():
+            _wait_http(url + "/readiness", 60)
+        over = "x" * 4000  # past the 1000-token context
+        for name, url in routers.items():
+            refused = [chat(url, over) for _ in range(50)]
+            valid = [chat(url, "hello")[0] for _ in range(200 if name == "rendered" else 20)]
+            if name == "rendered":
+                assert all(s == 400 and "is longer than the model's context length" in b for s, b in refused), \
+                    refused[:3]
+                assert valid == [200] * 200, sorted(set(valid))
+            else:  # the test can fail: the router's defaults do what the issue says
+                assert 503 in valid, sorted(set(valid))
+        procs[1].kill()  # the second worker dies outright
+        url, statuses, deadline = routers["rendered"], [], time.monotonic() + 15
+        while time.monotonic() < deadline:
+            statuses.append(chat(url, "hello")[0])
+            healthy = [w["url"] for w in Router(url).workers() if w.get("is_healthy")]
+            if healthy == [workers[0]]:
+                break
+            time.sleep(0.1)
+        assert healthy == [workers[0]], healthy
+        assert set(statuses) == {200}, statuses
     finally:
         for p in procs:
             p.terminate()

@@ -743,3 +743,36 @@ def test_the_drains_first_check_comes_0_to_5_s_after_sigterm(start, ckpt):
         delays.append(time.monotonic() - sent)
     assert all(d <= 2.4 for d in delays), delays
     assert max(delays) - min(delays) >= 0.3, delays  # the check's phase is the watchdog's, not the signal's
+
+
+def test_an_over_length_input_is_the_clients_400_with_0_5_23s_body(start, ckpt):
+    """managers/tokenizer_manager.py raises ValueError for an input at or past the context length (and for input +
+    max_new_tokens past it); the OpenAI route answers 400 with an ErrorResponse (type BadRequest, or BadRequestError
+    from a stream's kick-start), /generate with {"error": {"message"}} and an ERROR line. Nothing is scheduled."""
+    sim = start(["--model-path", str(ckpt), "--context-length", "1000"])
+    sim.wait_ready()
+
+    def post(path, body):
+        req = urllib.request.Request(sim.url(path), data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    long = [{"role": "user", "content": "x" * 4000}]
+    tokens = len(json.dumps(long)) // 4
+    status, body = post("/v1/chat/completions", {"model": "m", "messages": long})
+    assert status == 400
+    assert body == ('{"object":"error","message":"The input (%d tokens) is longer than the model\'s context length '
+                    '(1000 tokens).","type":"BadRequest","param":null,"code":400}' % tokens)
+    status, body = post("/v1/chat/completions", {"model": "m", "messages": long, "stream": True})
+    assert status == 400 and json.loads(body)["type"] == "BadRequestError"
+    short = [{"role": "user", "content": "hi"}]
+    status, body = post("/v1/chat/completions", {"model": "m", "messages": short, "max_tokens": 995})
+    assert status == 400 and "Requested token count exceeds the model's maximum context length of 1000" in body
+    status, body = post("/generate", {"text": "x" * 4000, "sampling_params": {"max_new_tokens": 4}})
+    assert status == 400 and json.loads(body)["error"]["message"].startswith("The input (")
+    assert "[http_server] Error: The input (" in sim.log
+    assert post("/v1/chat/completions", {"model": "m", "messages": short, "max_tokens": 8})[0] == 200

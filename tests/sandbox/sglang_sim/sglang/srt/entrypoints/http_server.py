@@ -471,6 +471,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rid = body.get("rid") or uuid.uuid4().hex
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16) or 16)
+        error = self._length_error(prompt_tokens(body.get("text")), sp.get("max_new_tokens"))
+        if error:  # http_server.py serve_generate_request: logged, then _create_error_response
+            logger.error(f"[http_server] Error: {error}")
+            return self._send(400, json.dumps({"error": {"message": error}}, separators=(",", ":")))
         try:
             self._schedule(rid, [" x"] * n, prompt_tokens=prompt_tokens(body.get("text")))
             text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
@@ -481,9 +485,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             self._done(rid)
 
+    @staticmethod
+    def _length_error(input_tokens, max_new_tokens):
+        """managers/tokenizer_manager.py _validate_one_request: the ValueError for an input at or past the context
+        length, or (validate_total_tokens, on) one whose input and max_new_tokens together pass it; else None."""
+        context_len = STATE.cfg["context_len"]
+        if input_tokens >= context_len:
+            return (f"The input ({input_tokens} tokens) is longer than the "
+                    f"model's context length ({context_len} tokens).")
+        if max_new_tokens is not None and max_new_tokens + input_tokens > context_len:
+            return (f"Requested token count exceeds the model's maximum context length "
+                    f"of {context_len} tokens. You requested a total of {max_new_tokens + input_tokens} "
+                    f"tokens: {input_tokens} tokens from the input messages and "
+                    f"{max_new_tokens} tokens for the completion. Please reduce the number "
+                    f"of tokens in the input messages or the completion to fit within the limit.")
+        return None
+
+    def _openai_error(self, message, err_type):
+        """entrypoints/openai/serving_base.py create_error_response: an ErrorResponse, ORJSON (compact), status 400
+        (type ``BadRequest`` from handle_request, ``BadRequestError`` from a stream's kick-start)."""
+        body = json.dumps({"object": "error", "message": message, "type": err_type, "param": None, "code": 400},
+                          separators=(",", ":"))
+        self._send(400, body)
+
     def chat(self):
         body = self._body()
         rid = uuid.uuid4().hex
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        error = self._length_error(prompt_tokens(body.get("messages")), int(limit) if limit else None)
+        if error:  # raised while the request is converted: the client's error, a 400, nothing scheduled
+            return self._openai_error(error, "BadRequestError" if body.get("stream") else "BadRequest")
         tools = body.get("tools") or []
         tool_choice = body.get("tool_choice", "auto")
         thinking = (body.get("chat_template_kwargs") or {}).get("thinking") is not False
