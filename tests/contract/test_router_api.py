@@ -62,45 +62,66 @@ def _post_chat(base, timeout=30):
         return resp.status
 
 
+def _sim_package(directory):
+    """The simulator package with the CLI snapshot inside, under ``directory``."""
+    if not (MODEL / "model.safetensors.index.json").exists():
+        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
+    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", directory / "sglang")
+    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", directory / "sglang" / "cli_snapshot.json")
+    return directory
+
+
+def _start_sim(procs, package, env=None, args=()):
+    """One simulated worker (tp 1) on a free loopback port, appended to ``procs``; its URL."""
+    port = _free_port()
+    full_env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(package), "SGLANG_SIM_CONFIG": "",
+                "SGLANG_SIM_SHARD_DELAY_S": "0", "SGLANG_SIM_READY_POLL_S": "0.2", "SGLANG_SIM_HEALTH_LATENCY_S": "0.1"}
+    full_env.update(env or {})
+    procs.append(subprocess.Popen(
+        [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1",
+         "--host", "127.0.0.1", "--port", str(port), "--trust-remote-code", *args],
+        env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    return f"http://127.0.0.1:{port}"
+
+
+def _start_router(procs, workers, options):
+    """The real router in front of ``workers`` with ``options`` (name -> value; True: a bare flag); its URL."""
+    rport = _free_port()
+    argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
+            "--worker-urls", *workers, "--log-level", "warn"]
+    for key, value in options.items():
+        argv += ["--" + key] if value is True else ["--" + key, str(value)]
+    procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    return f"http://127.0.0.1:{rport}"
+
+
+def _stop(procs):
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Two simulated workers (the second answers each request in 2 s) and the real router in front."""
-    if not (MODEL / "model.safetensors.index.json").exists():
-        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
-    sim = tmp_path_factory.mktemp("sim")
-    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
-    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
-    procs, workers = [], []
+    sim = _sim_package(tmp_path_factory.mktemp("sim"))
+    procs = []
     try:
-        for request_s in ("0.05", "2.0"):
-            port = _free_port()
-            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "",
-                   "SGLANG_SIM_SHARD_DELAY_S": "0", "SGLANG_SIM_READY_POLL_S": "0.2",
-                   "SGLANG_SIM_REQUEST_S": request_s, "SGLANG_SIM_HEALTH_LATENCY_S": "0.1"}
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1",
-                 "--host", "127.0.0.1", "--port", str(port), "--enable-metrics", "--trust-remote-code"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-            workers.append(f"http://127.0.0.1:{port}")
+        workers = [_start_sim(procs, sim, {"SGLANG_SIM_REQUEST_S": request_s}, ["--enable-metrics"])
+                   for request_s in ("0.05", "2.0")]
         for w in workers:
             _wait_http(w + "/health", 90)
-        rport, mport = _free_port(), _free_port()
-        procs.append(subprocess.Popen(
-            [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-             "--worker-urls", workers[0], "--health-check-interval-secs", "1", "--prometheus-host", "127.0.0.1",
-             "--prometheus-port", str(mport), "--log-level", "warn"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        router = f"http://127.0.0.1:{rport}"
+        mport = _free_port()
+        router = _start_router(procs, workers[:1], {"health-check-interval-secs": 1, "prometheus-host": "127.0.0.1",
+                                                    "prometheus-port": mport})
         _wait_http(router + "/readiness", 60)
         yield {"router": router, "workers": workers, "metrics": f"http://127.0.0.1:{mport}/metrics"}
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
 
 
 def _params(router, worker, state):
@@ -216,11 +237,7 @@ def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected
     of 2 (the product's settings before, time-scaled) lists it unhealthy, for being busy."""
     from ansible_collections.blackwell.sglang.plugins.filter.router import sglang_router_health_checks
 
-    if not (MODEL / "model.safetensors.index.json").exists():
-        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
-    sim = tmp_path / "sim"
-    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
-    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
+    sim = _sim_package(tmp_path / "sim")
     rendered = sglang_router_health_checks({"interval_s": 1, "server_timeout_s": 2, "longest_prefill_s": 8})
     assert rendered["problems"] == [] and rendered["options"]["health-check-timeout-secs"] == 7
     old = {"health-check-interval-secs": 1, "health-check-timeout-secs": 1, "health-failure-threshold": 2}
@@ -228,26 +245,12 @@ def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected
                                         "timeout_s": 1, "failure_threshold": 2})["problems"]
     procs = []
     try:
-        port = _free_port()
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "", "SGLANG_SIM_SHARD_DELAY_S": "0",
-               "SGLANG_SIM_READY_POLL_S": "0.2", "SGLANG_SIM_HEALTH_LATENCY_S": "0.2", "SGLANG_HEALTH_CHECK_TIMEOUT": "2",
-               "SGLANG_SIM_PREFILL_TOKENS_PER_S": "1000", "SGLANG_SIM_STATE_DIR": str(tmp_path / "state")}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1", "--host",
-             "127.0.0.1", "--port", str(port), "--trust-remote-code"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        worker = f"http://127.0.0.1:{port}"
+        worker = _start_sim(procs, sim, {"SGLANG_SIM_HEALTH_LATENCY_S": "0.2", "SGLANG_HEALTH_CHECK_TIMEOUT": "2",
+                                         "SGLANG_SIM_PREFILL_TOKENS_PER_S": "1000",
+                                         "SGLANG_SIM_STATE_DIR": str(tmp_path / "state")})
         _wait_http(worker + "/health", 90)
-        routers = {}
-        for name, options in (("rendered", rendered["options"]), ("old", old)):
-            rport = _free_port()
-            argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-                    "--worker-urls", worker, "--log-level", "warn", "--prometheus-port", str(_free_port())]
-            for key, value in options.items():
-                argv += ["--" + key, str(value)]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True))
-            routers[name] = f"http://127.0.0.1:{rport}"
+        routers = {name: _start_router(procs, [worker], dict(options, **{"prometheus-port": _free_port()}))
+                   for name, options in (("rendered", rendered["options"]), ("old", old))}
         for url in routers.values():
             _wait_http(url + "/readiness", 60)
         body = json.dumps({"text": "x" * 4 * 6000, "sampling_params": {"max_new_tokens": 2}}).encode()
@@ -265,13 +268,7 @@ def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected
         assert unhealthy["rendered"] == 0, unhealthy
         assert unhealthy["old"] > 0, unhealthy
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
 
 
 def _router_options_from_the_role():
@@ -288,14 +285,10 @@ def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_pat
     request 503 no_available_workers. With the options roles/sglang_router renders, 50 over-length requests get
     SGLang's own 400 and the 200 valid ones after them all succeed; a worker killed outright still leaves routing
     (health checks) and no request fails meanwhile (the router retries on the other worker)."""
-    if not (MODEL / "model.safetensors.index.json").exists():
-        pytest.skip("stand-in checkpoint absent: run python tests/sandbox/build_artifacts.py")
     options = _router_options_from_the_role()
     assert options.get("disable-circuit-breaker") is True
-    sim = tmp_path / "sim"
-    shutil.copytree(ROOT / "tests" / "sandbox" / "sglang_sim" / "sglang", sim / "sglang")
-    shutil.copy(ROOT / "plugins" / "data" / "sglang_cli_0.5.23.json", sim / "sglang" / "cli_snapshot.json")
-    procs, workers = [], []
+    sim = _sim_package(tmp_path / "sim")
+    procs = []
 
     def chat(router, content, timeout=30):
         req = urllib.request.Request(router + "/v1/chat/completions", method="POST",
@@ -309,31 +302,14 @@ def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_pat
             return exc.code, exc.read().decode()
 
     try:
-        for i in range(2):
-            port = _free_port()
-            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(sim), "SGLANG_SIM_CONFIG": "",
-                   "SGLANG_SIM_SHARD_DELAY_S": "0", "SGLANG_SIM_READY_POLL_S": "0.2", "SGLANG_SIM_HEALTH_LATENCY_S": "0.1",
-                   "SGLANG_SIM_STATE_DIR": str(tmp_path / ("state%d" % i))}
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "sglang.launch_server", "--model-path", str(MODEL), "--tp-size", "1",
-                 "--host", "127.0.0.1", "--port", str(port), "--trust-remote-code", "--context-length", "1000"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-            workers.append(f"http://127.0.0.1:{port}")
+        workers = [_start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / ("state%d" % i))},
+                              ["--context-length", "1000"]) for i in range(2)]
         for w in workers:
             _wait_http(w + "/health", 90)
-        routers = {}
-        for name, extra in (("rendered", options), ("default", {})):
-            rport = _free_port()
-            argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-                    "--worker-urls", *workers, "--health-check-interval-secs", "1", "--health-failure-threshold", "3",
-                    "--log-level", "warn", "--prometheus-port", str(_free_port())]
-            for key, value in extra.items():
-                if key in ("prometheus-host", "prometheus-port", "log-level"):
-                    continue
-                argv += ["--" + key] if value is True else ["--" + key, str(value)]
-            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                          start_new_session=True))
-            routers[name] = f"http://127.0.0.1:{rport}"
+        checks = {"health-check-interval-secs": 1, "health-failure-threshold": 3, "prometheus-port": _free_port()}
+        routers = {"rendered": _start_router(procs, workers, dict(
+            {k: v for k, v in options.items() if k not in ("prometheus-host", "prometheus-port", "log-level")},
+            **checks)), "default": _start_router(procs, workers, dict(checks, **{"prometheus-port": _free_port()}))}
         for url in routers.values():
             _wait_http(url + "/readiness", 60)
         over = "x" * 4000  # past the 1000-token context
@@ -357,10 +333,4 @@ def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_pat
         assert healthy == [workers[0]], healthy
         assert set(statuses) == {200}, statuses
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        _stop(procs)
