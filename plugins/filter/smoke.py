@@ -22,14 +22,19 @@ def task_outcome(result) -> str:
 
 
 def smoke_outcome(result) -> str:
-    """One word-ish summary of a registered ``sglang_smoke`` result: "passed 6/6", "FAILED tool_calls,chat",
-    "skipped" or "not run"."""
+    """One word-ish summary of a registered ``sglang_smoke`` result: "passed 7/7", "FAILED tool_calls,chat",
+    "unhealthy answers: FAILED answers,chat" (a golden prompt answered wrong, or degenerate output), "skipped" or
+    "not run"."""
     if not result:
         return "not run"
     checks = result.get("checks") or []
     if result.get("skipped") or (checks and all(c.get("status") == "skipped" for c in checks)):
         return "skipped"
     failed = result.get("failed_checks") or [c.get("name") for c in checks if c.get("status") == "failed"]
+    wrong = [c.get("name") for c in checks if c.get("status") == "failed" and (
+        c.get("name") in ("answers", "long_context") or str(c.get("detail") or "").startswith("degenerate output"))]
+    if wrong:  # the server serves, but what its model says is wrong: a release to roll back, not a node to restart
+        return "unhealthy answers: FAILED " + ",".join(failed)
     if failed:
         return "FAILED " + ",".join(failed)
     if result.get("failed"):

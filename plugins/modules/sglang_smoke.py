@@ -25,6 +25,14 @@ description:
     C(tool_calls) (names, JSON-object arguments) and no C(<|tool_call) markup in C(content).
   - C(tool_calls_stream) - the same request streamed (server-sent events), deltas reassembled - both calls, arguments
     that parse as JSON, no markup in the streamed content.
+  - C(answers) - each of O(golden_prompts) (thinking off, temperature 0) answered as a working model cannot miss
+    (a sum, a fact, a fixed-format reply); a failure names the prompt, the expected and the received text. A server
+    can answer C(/health) 200 and stream well-formed garbage (sgl-project/sglang#23264 - Kimi-K2.5's INT4 checkpoint on
+    a wrong MoE kernel path on SM12x).
+  - C(long_context) (not in the default list) - a secret word placed past O(long_context_tokens) tokens of filler,
+    asked for at the end (kvcache-ai/ktransformers#1961 - garbled past ~55k tokens with one GEMM backend).
+  - Every output of every check is checked for degeneracy - a word or phrase repeated 8 times in a row, or under 25
+    distinct words in a stretch of 100 - and fails naming the repetition.
   - Runs C(health) and C(models) first, then the chat completions at once (one thread each, so the smoke costs its
     longest request, not their sum), then fails listing every failed one. Changes nothing; check mode skips the
     requests.
@@ -41,8 +49,8 @@ options:
     description: Checks to run, in this order.
     type: list
     elements: str
-    choices: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
-    default: [health, models, chat, reasoning, tool_calls, tool_calls_stream]
+    choices: [health, models, chat, reasoning, tool_calls, tool_calls_stream, answers, long_context]
+    default: [health, models, chat, reasoning, tool_calls, tool_calls_stream, answers]
   probe_timeout:
     description: Seconds for C(/health) and C(/v1/models). C(/health) runs a one-token generation (~1 s when idle) and
       answers 503 after the server's own bound (C(SGLANG_HEALTH_CHECK_TIMEOUT), 20 s) when no token came back, so
@@ -69,6 +77,17 @@ options:
       kimi_k2 reasoning parser reads the same C(thinking) key). Empty for a model without the switch.
     type: dict
     default: {thinking: false}
+  golden_prompts:
+    description: Prompts for C(answers), each C(name), C(prompt), C(expect) (a regular expression the answer must
+      match) and C(expected) (how the failure names it). Default - a sum (17 + 25), the capital of France, and a
+      reply of exactly one given word.
+    type: list
+    elements: dict
+  long_context_tokens:
+    description: For C(long_context), how many tokens of filler come before the question, the secret word placed at
+      nine tenths of them.
+    type: int
+    default: 60000
   api_key:
     description: Bearer token when the server runs with C(--api-key).
     type: str
@@ -123,9 +142,13 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
     EndpointError, JsonClient, NoAnswer, http_request,
 )
+from ansible_collections.blackwell.sglang.plugins.module_utils.answer_checks import (
+    GOLDEN_PROMPTS, check_answer, degeneracy, needle_prompt,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import read_counts
 
-ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
+ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream", "answers", "long_context"]
+DEFAULT_CHECKS = [c for c in ALL_CHECKS if c != "long_context"]
 PROBES = ("health", "models")
 MARKUP = ("<|tool_call", "<|tool_calls_section")
 THINK = ("<think>", "</think>")
@@ -237,6 +260,15 @@ class Smoke(object):
         self.max_tokens = int(params.get("max_tokens") or 512)
         self.reasoning_max_tokens = int(params.get("reasoning_max_tokens") or 2048)
         self.no_thinking = dict(params.get("no_thinking_kwargs") or {})
+        self.golden = list(params.get("golden_prompts") or GOLDEN_PROMPTS)
+        self.long_context_tokens = int(params.get("long_context_tokens") or 60000)
+
+    @staticmethod
+    def sane(text, what):
+        """Raise CheckFailed when ``text`` is degenerate (a repetition, a collapsed vocabulary), naming ``what``."""
+        problem = degeneracy(text)
+        if problem:
+            raise CheckFailed("degenerate output in %s: %s: %r" % (what, problem, (text or "")[:120]))
 
     def chat_body(self, thinking=False, **extra):
         """A chat request; with ``thinking`` False the model's thinking is switched off (its template kwargs)."""
@@ -289,6 +321,7 @@ class Smoke(object):
     def check_chat(self):
         msg, finish = self.chat_message(thinking=False)
         content = (msg.get("content") or "").strip()
+        self.sane(content, "content")
         if not content:
             raise CheckFailed("chat completion (thinking off: %s) returned no text in content (finish_reason %s)"
                               % (json.dumps(self.no_thinking) if self.no_thinking else "no switch", finish))
@@ -299,6 +332,8 @@ class Smoke(object):
     def check_reasoning(self):
         msg, finish = self.chat_message(thinking=True)
         reasoning, content = (msg.get("reasoning_content") or "").strip(), msg.get("content") or ""
+        self.sane(reasoning, "reasoning_content")
+        self.sane(content, "content")
         if not reasoning:
             hint = " (reasoning left in content: is --reasoning-parser kimi_k2 set?)" if "</think>" in content else ""
             raise CheckFailed("no reasoning_content%s" % hint)
@@ -308,6 +343,33 @@ class Smoke(object):
             return ("reasoning_content %d chars; the answer ended inside the reasoning at max_tokens %d (content "
                     "empty), as a thinking model does" % (len(reasoning), self.reasoning_max_tokens))
         return "reasoning_content %d chars, separate from content" % len(reasoning)
+
+    def ask(self, prompt, max_tokens=64):
+        """One question, thinking off, temperature 0: the answer's content (checked for degeneracy)."""
+        body = self.chat_body(messages=[{"role": "user", "content": prompt}])
+        body["max_tokens"] = max_tokens
+        data = parse_json(*self.post(body), what="/v1/chat/completions")
+        try:
+            content = data["choices"][0]["message"].get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise CheckFailed("chat completion without choices[0].message: %r" % str(data)[:200])
+        self.sane(content, "the answer to %r" % prompt[:60])
+        return content
+
+    def check_answers(self):
+        wrong = [problem for problem in (check_answer(g, self.ask(g["prompt"])) for g in self.golden) if problem]
+        if wrong:
+            raise CheckFailed("wrong answers: " + "; ".join(wrong))
+        return "%d golden prompts answered right (%s)" % (len(self.golden), ", ".join(g["name"] for g in self.golden))
+
+    def check_long_context(self):
+        prompt, word = needle_prompt(self.long_context_tokens)
+        golden = {"name": "long_context", "prompt": "<%d tokens of filler>... What is the secret word?"
+                  % self.long_context_tokens, "expect": r"\b%s\b" % word, "expected": word}
+        problem = check_answer(golden, self.ask(prompt))
+        if problem:
+            raise CheckFailed(problem)
+        return "the word placed past %d tokens came back" % int(self.long_context_tokens * 0.9)
 
     def check_tool_calls(self):
         body = self.chat_body(messages=[{"role": "user", "content": TOOL_PROMPT}], tools=TOOLS)
@@ -355,16 +417,23 @@ def main():
         argument_spec=dict(
             url=dict(type="str", default="http://127.0.0.1:30000"),
             served_model_name=dict(type="str", required=True),
-            checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(ALL_CHECKS)),
+            checks=dict(type="list", elements="str", choices=ALL_CHECKS, default=list(DEFAULT_CHECKS)),
             probe_timeout=dict(type="float", default=25.0),
             request_timeout=dict(type="float", default=60.0),
             max_tokens=dict(type="int", default=512, no_log=False),
             reasoning_max_tokens=dict(type="int", default=2048, no_log=False),
             no_thinking_kwargs=dict(type="dict", default={"thinking": False}),
+            golden_prompts=dict(type="list", elements="dict"),
+            long_context_tokens=dict(type="int", default=60000, no_log=False),
             api_key=dict(type="str", no_log=True),
         ),
         supports_check_mode=True,
     )
+    bad = [g for g in module.params["golden_prompts"] or []
+           if not all(isinstance(g.get(k), str) and g.get(k) for k in ("name", "prompt", "expect", "expected"))]
+    if bad:
+        module.fail_json(msg="golden_prompts: each needs name, prompt, expect (a regular expression) and expected "
+                         "(text); these do not: %s" % bad)
     results = Smoke(module.params).run(module.params["checks"], module.check_mode)
     failed = [r for r in results if r["status"] == "failed"]
     out = dict(changed=False, checks=results, failed_checks=[r["name"] for r in failed])

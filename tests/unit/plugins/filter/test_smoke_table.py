@@ -35,3 +35,16 @@ def test_smoke_outcome():
         "FAILED tool_calls,tool_calls_stream"
     assert smoke_outcome({"checks": [{"name": "chat", "status": "passed"}] * 6, "failed_checks": []}) == "passed 6/6"
     assert task_outcome({"failed": True}) == "failed"
+
+
+def test_wrong_or_degenerate_answers_are_unhealthy_answers():
+    """The server serves, but its model's answers are wrong (a golden prompt) or degenerate (repetition): not the
+    same as a check that could not run."""
+    degenerate = {"name": "chat", "status": "failed", "detail": "degenerate output in content: the output repeats"}
+    wrong = {"name": "answers", "status": "failed", "detail": "wrong answers: arithmetic: ..."}
+    ok = {"name": "tool_calls", "status": "passed", "detail": "2 calls"}
+    assert smoke_outcome({"checks": [degenerate, ok], "failed_checks": ["chat"]}) == "unhealthy answers: FAILED chat"
+    assert smoke_outcome({"checks": [ok, wrong], "failed_checks": ["answers"]}) == \
+        "unhealthy answers: FAILED answers"
+    markup = {"name": "chat", "status": "failed", "detail": "markup in content"}
+    assert smoke_outcome({"checks": [markup], "failed_checks": ["chat"]}) == "FAILED chat"

@@ -54,7 +54,8 @@ def test_all_checks_pass_with_the_kimi_parsers(module_runner, kimi_sim):
     assert kind == "exit", result["msg"]
     assert result["changed"] is False and result["failed_checks"] == []
     by_name = {c["name"]: c for c in result["checks"]}
-    assert list(by_name) == ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream"]
+    assert list(by_name) == ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream", "answers"]
+    assert by_name["answers"]["detail"] == "3 golden prompts answered right (arithmetic, fact, format)"
     assert all(c["status"] == "passed" for c in result["checks"])
     assert 'get-weather({"city": "Paris"})' in by_name["tool_calls"]["detail"]
     assert "search_docs(" in by_name["tool_calls_stream"]["detail"]
@@ -72,7 +73,7 @@ def test_without_parsers_markup_leaks_and_the_smoke_fails_naming_the_checks(modu
     assert "tool-call markup left in content" in by_name["tool_calls"]["detail"]
     assert "tool-call markup left in content" in by_name["tool_calls_stream"]["detail"]
     assert "--reasoning-parser kimi_k2" in by_name["reasoning"]["detail"]
-    assert result["msg"].startswith("3 of 6 smoke checks failed")
+    assert result["msg"].startswith("3 of 7 smoke checks failed")
     for name in result["failed_checks"]:
         assert name + ": " in result["msg"]
 
@@ -98,7 +99,7 @@ def test_check_mode_sends_nothing(module_runner, monkeypatch):
 def test_nothing_listening_fails_every_check_with_the_timeout(module_runner):
     kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "x",
                                                 "probe_timeout": 1, "request_timeout": 1})
-    assert kind == "fail" and len(result["failed_checks"]) == 6
+    assert kind == "fail" and len(result["failed_checks"]) == 7
     assert "within 5 s" in result["checks"][0]["detail"]  # probe timeouts are never below 5 s
 
 
@@ -201,3 +202,40 @@ def test_a_busy_servers_503_passes_the_health_check_as_busy(module_runner, sim_e
         long_prefill.join(30)
     finally:
         sim.stop()
+
+
+def test_degenerate_output_fails_naming_the_repetition_while_health_is_200(module_runner, sim_env):
+    """sgl-project/sglang#23264: a wrong kernel path makes the model say 'foss foss foss ...' with /health 200; the
+    golden prompts get it wrong and every output is named degenerate."""
+    workdir, pythonpath, ckpt = sim_env
+    sim = bench.SimProcess(sys.executable, pythonpath, ["--model-path", ckpt, "--served-model-name", "Kimi-K2.5",
+                                                        "--tp-size", "2"] + KIMI,
+                           {"SGLANG_SIM_FAULT": "degenerate_after:0"}, workdir)
+    try:
+        deadline = time.time() + 20
+        while "The server is fired up and ready to roll!" not in sim.log():
+            assert time.time() < deadline and sim.proc.poll() is None, sim.log()[-2000:]
+            time.sleep(0.05)
+        kind, result = module_runner(sglang_smoke, {"url": sim.url, "served_model_name": "Kimi-K2.5",
+                                                    "checks": ["health", "chat", "reasoning", "answers"]})
+        assert kind == "fail"
+        by_name = {c["name"]: c for c in result["checks"]}
+        assert by_name["health"]["status"] == "passed"
+        assert by_name["chat"]["detail"].startswith("degenerate output in content: the output repeats 'foss'")
+        assert "degenerate output in reasoning_content" in by_name["reasoning"]["detail"]
+        assert "repeats 'foss'" in by_name["answers"]["detail"]
+    finally:
+        sim.stop()
+
+
+def test_long_context_finds_the_word_placed_deep_in_the_prompt(module_runner, kimi_sim):
+    kind, result = module_runner(sglang_smoke, {"url": kimi_sim.url, "served_model_name": "Kimi-K2.5",
+                                                "checks": ["long_context"], "long_context_tokens": 3000})
+    assert kind == "exit", result["msg"]
+    assert result["checks"][0]["detail"] == "the word placed past 2700 tokens came back"
+
+
+def test_golden_prompts_given_without_their_fields_are_refused(module_runner):
+    kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "m",
+                                                "golden_prompts": [{"name": "x", "prompt": "hi"}]})
+    assert kind == "fail" and "each needs name, prompt, expect" in result["msg"]

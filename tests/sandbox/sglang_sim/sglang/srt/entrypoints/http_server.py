@@ -29,6 +29,7 @@ import http.server
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -191,18 +192,55 @@ def prompt_tokens(content):
     return max(1, len(json.dumps(content or "")) // 4)
 
 
+# The fake model's thinking: varied sentences, as a model's are (a real model does not repeat one sentence; the
+# smoke's degeneracy check must pass on it and fail on the fault below).
+_THOUGHT_WORDS = ("first", "the", "question", "asks", "for", "a", "short", "answer", "so", "I", "should", "check",
+                  "what", "it", "means", "and", "then", "reply", "clearly", "without", "extra", "detail", "maybe",
+                  "consider", "an", "example", "or", "two", "before", "deciding", "which", "form", "fits", "best",
+                  "given", "context", "user", "wants", "precise", "result", "now", "compute", "verify", "once",
+                  "more", "that", "seems", "right", "good", "let", "me", "write", "final", "response")
+
+
 def _reasoning_tokens(n, prompt_chars):
-    words = ["The", " user", " wrote", " %d" % prompt_chars, " characters", "."]
-    filler = [" Let", " me", " think", " about", " it", " step", " by", " step", "."]
-    out = list(words)
+    out = ["The", " user", " wrote", " %d" % prompt_chars, " characters", "."]
+    state = prompt_chars * 2654435761 % 4294967296 or 1
+    length = 0
     while len(out) < n:
-        out.extend(filler)
+        state = (state * 1103515245 + 12345) % 2147483648
+        word = _THOUGHT_WORDS[(state >> 8) % len(_THOUGHT_WORDS)]
+        length += 1
+        if length > 6 + (state >> 20) % 9:
+            out.append(".")
+            length = 0
+        else:
+            out.append(" " + word)
     return out[:n]
 
 
-def fake_generation(messages, tools, tool_choice, thinking):
+def answer_text(prompt):
+    """What the fake model answers: what a working model cannot miss for the smoke's golden prompts (a sum, a product,
+    a capital, a word to repeat, a needle placed in a long context), else a fixed greeting."""
+    m = re.search(r"What is (-?\d+) ([+*-]) (-?\d+)\?", prompt)
+    if m:
+        a, op, b = int(m.group(1)), m.group(2), int(m.group(3))
+        return str(a + b if op == "+" else a - b if op == "-" else a * b)
+    m = re.search(r"capital of (\w+)", prompt)
+    if m:
+        return {"France": "Paris", "Japan": "Tokyo", "Italy": "Rome", "Germany": "Berlin"}.get(m.group(1), "I am not sure.")
+    m = re.search(r"exactly the word (\w+)", prompt)
+    if m:
+        return m.group(1)
+    m = re.search(r"The secret word is (\w+)\.", prompt)
+    if m and "secret word" in prompt[m.end():]:
+        return m.group(1)
+    return "Hello! This is a simulated SGLang answer."
+
+
+def fake_generation(messages, tools, tool_choice, thinking, limit=None):
     """Token pieces of the 'model' output: reasoning (when thinking), ``</think>``, then text or tool markup.
-    The chat template put ``<think>`` into the prompt, so the output itself never starts with it."""
+    The chat template put ``<think>`` into the prompt, so the output itself never starts with it. The fault
+    ``degenerate_after:N`` makes every piece after the N-th `` foss`` (sgl-project/sglang#23264: Kimi-K2.5's INT4
+    checkpoint bound to a wrong MoE kernel path on SM12x, /health 200 all the while)."""
     last = ""
     for m in messages or []:
         if m.get("role") == "user":
@@ -215,7 +253,11 @@ def fake_generation(messages, tools, tool_choice, thinking):
     if tools and tool_choice != "none":
         pieces += tokenize(kimi.fake_tool_markup(tools))
     else:
-        pieces += tokenize("Hello! This is a simulated SGLang answer.")
+        pieces += tokenize(answer_text(last))
+    kind, arg, _ = sim_config.fault()
+    if kind == "degenerate_after":  # no end-of-sequence ever comes: it runs to max_tokens (``limit``)
+        n = int(arg or 0)
+        pieces = pieces[:n] + [" foss"] * max(int(limit or 256) + 1 - n, 0)
     return pieces
 
 
@@ -518,8 +560,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         tools = body.get("tools") or []
         tool_choice = body.get("tool_choice", "auto")
         thinking = (body.get("chat_template_kwargs") or {}).get("thinking") is not False
-        pieces = fake_generation(body.get("messages"), tools, tool_choice, thinking)
-        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        pieces = fake_generation(body.get("messages"), tools, tool_choice, thinking, limit)
         truncated = bool(limit) and len(pieces) > int(limit)
         if truncated:
             pieces = pieces[:int(limit)]
