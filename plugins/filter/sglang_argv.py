@@ -26,7 +26,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import (
     PRODUCTS, SnapshotError, load_snapshot, normalise_options, option_index)
 from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import (
-    sglang_option_rules, sglang_startup_rules)
+    sglang_option_rules, sglang_speculative_rules, sglang_startup_rules)
 
 # Options removed or replaced in a release, with what to use instead (each checked in that release's server_args.py).
 _REPLACED = {
@@ -131,7 +131,8 @@ def sglang_argv_errors(options: dict, version: str, model_family: str | None = N
                        compute_capability: str | None = None) -> list[str]:
     """Every problem ``sglang_argv`` would raise for, as a list (for preflight's one failure)."""
     _argv, errors = _render(options, str(version))
-    return errors + sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
+    return (errors + sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
+            + sglang_speculative_rules(options, model_family))
 
 
 def sglang_argv(options: dict, version: str, model_family: str | None = None,
@@ -146,7 +147,8 @@ def sglang_argv(options: dict, version: str, model_family: str | None = None,
     and the rules of ``sglang_option_rules`` (Kimi parsers, SM120 backends, secrets in argv).
     """
     argv, errors = _render(options, str(version))
-    errors += sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
+    errors += (sglang_option_rules(options, model_family, compute_capability) + sglang_startup_rules(options)
+               + sglang_speculative_rules(options, model_family))
     if errors:
         raise AnsibleFilterError("invalid SGLang options:\n- " + "\n- ".join(errors))
     return argv

@@ -145,6 +145,11 @@ def _opt_float(opts, name):
         return None
 
 
+def _eagle_topk_above_1(opts):
+    algorithm = str(opts.get("speculative-algorithm") or "").upper()
+    return algorithm not in ("", "NONE") and (_opt_int(opts, "speculative-eagle-topk", 1) or 1) > 1
+
+
 STARTUP_RULES = (
     ("hicache_needs_radix_cache",
      r"enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
@@ -197,7 +202,60 @@ STARTUP_RULES = (
      lambda o: bool(o.get("disable-cuda-graph-padding")) and bool(o.get("enable-torch-compile")),
      "--disable-cuda-graph-padding with --enable-torch-compile compiles once per batch size and stalls start-up for "
      "minutes (SGLang 0.5.23 refuses it); drop one"),
+    # EAGLE's draft tree (--speculative-eagle-topk above 1) against the paths that verify a linear chain only
+    ("eagle_topk_rejection_sampling",
+     r"--speculative-use-rejection-sampling requires --speculative-eagle-topk=1\.",
+     "arg_groups/speculative_hook.py _handle_eagle_family",
+     lambda o: bool(o.get("speculative-use-rejection-sampling")) and _eagle_topk_above_1(o),
+     "--speculative-use-rejection-sampling needs --speculative-eagle-topk 1 (a chain; SGLang 0.5.23 refuses a tree)"),
+    ("eagle_topk_unified_memory",
+     r"--enable-unified-memory supports a linear draft chain only",
+     "arg_groups/kv_cache_hook.py",
+     lambda o: bool(o.get("enable-unified-memory")) and _eagle_topk_above_1(o),
+     "--enable-unified-memory needs --speculative-eagle-topk 1 (its pool moves accepted tokens page by page; SGLang "
+     "0.5.23 refuses a draft tree)"),
+    ("eagle_topk_hisparse",
+     r"The minimal HiSparse spec integration supports linear speculation only",
+     "arg_groups/hisparse_hook.py",
+     lambda o: bool(o.get("enable-hisparse")) and _eagle_topk_above_1(o),
+     "--enable-hisparse with speculative decoding needs --speculative-eagle-topk 1 (SGLang 0.5.23 refuses a tree)"),
+    ("eagle_topk_linear_replayssm",
+     r"--enable-linear-replayssm-spec requires a linear draft chain",
+     "arg_groups/attention_hook.py",
+     lambda o: bool(o.get("enable-linear-replayssm-spec")) and _eagle_topk_above_1(o),
+     "--enable-linear-replayssm-spec needs --speculative-eagle-topk 1 (SGLang 0.5.23 refuses a tree)"),
 )
+
+# Architectures whose checkpoint carries its own draft (MTP/NextN layers): for these SGLang 0.5.23 makes
+# --speculative-draft-model-path default to the model itself (arg_groups/speculative_hook.py _handle_eagle_family; the
+# list is read from the wheel by tests/contract/test_startup_rules.py). For any other target, EAGLE/EAGLE3 without a
+# draft path loads the target as its own draft: it reads every weight twice and fails (sgl-project/sglang#36528).
+BUNDLED_DRAFT_ARCHITECTURES = (
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
+)
+# The architectures of the families the product knows (Kimi-K2.5's config.json; K2's is DeepSeek-V3's own class).
+FAMILY_ARCHITECTURES = {"kimi": ("KimiK25ForConditionalGeneration",), "deepseek": ("DeepseekV3ForCausalLM",)}
+
+
+def sglang_speculative_rules(options: dict, family: str | None = None) -> list[str]:
+    """EAGLE/EAGLE3 that SGLang 0.5.23 cannot run as given: a target without a bundled draft and no
+    --speculative-draft-model-path. Messages, empty = fine."""
+    opts = normalise_options(options)
+    algorithm = str(opts.get("speculative-algorithm") or "").upper()
+    if algorithm not in ("EAGLE", "EAGLE3") or str(opts.get("speculative-draft-model-path") or "").strip():
+        return []
+    fam = model_family(opts, family)
+    archs = FAMILY_ARCHITECTURES.get(fam, ())
+    if archs and all(a in BUNDLED_DRAFT_ARCHITECTURES for a in archs):
+        return []
+    return ["--speculative-algorithm %s without --speculative-draft-model-path: %s carries no draft of its own "
+            "(SGLang 0.5.23 defaults the draft to the model itself only for %s, arg_groups/speculative_hook.py "
+            "_handle_eagle_family), so it would load the target as its own draft, read every weight twice and fail "
+            "(sgl-project/sglang#36528); give the EAGLE3 draft's path (sglang_service_eagle3.draft_model_path)"
+            % (algorithm, "/".join(archs) or "this model", ", ".join(BUNDLED_DRAFT_ARCHITECTURES[:3]) + ", ...")]
 
 
 def sglang_startup_rules(options: dict) -> list[str]:

@@ -46,3 +46,22 @@ def test_each_refused_attention_backend_cites_the_wheels_own_words(rule):
     choices = {s.lstrip("-"): a.get("choices") or [] for a in snapshot["actions"] for s in a["option_strings"]}
     for name in names:  # the draft's option takes any string (no choices in the parser)
         assert value in choices[name] or not choices[name], (name, value, choices[name])
+
+
+def test_the_architectures_with_a_bundled_draft_are_the_wheels():
+    """sglang_rules.BUNDLED_DRAFT_ARCHITECTURES is the list SGLang 0.5.23's _handle_eagle_family defaults the draft
+    path to the model for (arg_groups/speculative_hook.py); Kimi-K2.5's architecture is not in it, so EAGLE3 without
+    a draft path loads the target as its own draft (sgl-project/sglang#36528)."""
+    import ast
+
+    path = pathlib.Path(SGLANG) / "srt" / "arg_groups" / "speculative_hook.py"
+    tree = ast.parse(path.read_text())
+    handler = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_handle_eagle_family")
+    lists = [[e.value for e in node.comparators[0].elts]
+             for node in ast.walk(handler)
+             if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "model_arch"
+             and isinstance(node.ops[0], ast.In) and isinstance(node.comparators[0], ast.List)
+             and "DeepseekV3ForCausalLM" in [getattr(e, "value", None) for e in node.comparators[0].elts]]
+    assert lists, "no 'model_arch in [...]' list with DeepseekV3ForCausalLM in _handle_eagle_family"
+    assert tuple(lists[0]) == sglang_rules.BUNDLED_DRAFT_ARCHITECTURES
+    assert "KimiK25ForConditionalGeneration" not in lists[0]

@@ -134,3 +134,16 @@ def test_an_attention_backend_without_sm120_kernels_is_refused_before_any_host(t
     assert "--attention-backend fa3 cannot run on compute capability 12.0 (SM120" in out, out[-3000:]
     assert "FlashAttention v3 Backend requires SM>=80 and SM<=90" in out and "use triton" in out
     assert "unreachable=1" not in out and "UNREACHABLE" not in out
+
+
+def test_eagle3_without_a_draft_and_a_tree_on_a_chain_only_path_are_refused_before_any_host(tmp_path):
+    """Issue 38: EAGLE3 for Kimi-K2.5 without a draft path (it would load the target as its own draft,
+    sgl-project/sglang#36528) and a draft tree with rejection sampling (SGLang 0.5.23 verifies a chain only there):
+    both named by the inventory check, no host contacted."""
+    rc, out = check(tmp_path, gpu_vars={"sglang_service_extra_options": {
+        "speculative-algorithm": "EAGLE3", "speculative-eagle-topk": 4, "speculative-num-steps": 3,
+        "speculative-num-draft-tokens": 8, "speculative-use-rejection-sampling": True}})
+    assert rc != 0
+    assert "--speculative-algorithm EAGLE3 without --speculative-draft-model-path" in out, out[-3000:]
+    assert "--speculative-use-rejection-sampling needs --speculative-eagle-topk 1" in out
+    assert "unreachable=1" not in out and "UNREACHABLE" not in out

@@ -150,6 +150,9 @@ def test_argv_errors_lists_parser_and_rule_problems_without_raising():
 # SGLang 0.5.23's start-up rules after argparse (STARTUP_RULES): each broken alone, each named in the message.
 KIMI_BASE = {"model-path": "/srv/models/Kimi-K2.5/current", "tp-size": 8, "trust-remote-code": True,
              "tool-call-parser": "kimi_k2", "reasoning-parser": "kimi_k2"}
+# an EAGLE3 draft tree (with its draft, so only the rule under test breaks)
+_TREE = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/srv/models/draft",
+         "speculative-eagle-topk": 4, "speculative-num-steps": 3, "speculative-num-draft-tokens": 8}
 BROKEN = {
     "hicache_needs_radix_cache": ({"enable-hierarchical-cache": True, "disable-radix-cache": True}, "mutually exclusive"),
     "tp_divisible_by_nodes": ({"nnodes": 3}, "divisible by --nnodes"),
@@ -161,6 +164,13 @@ BROKEN = {
     "moe_dense_tp_size": ({"moe-dense-tp-size": 4}, "--moe-dense-tp-size must be 1 or the --tp-size"),
     "no_torch_compile_without_padding": ({"disable-cuda-graph-padding": True, "enable-torch-compile": True},
                                          "compiles once per batch size"),
+    "eagle_topk_rejection_sampling": (dict(_TREE, **{"speculative-use-rejection-sampling": True}),
+                                      "--speculative-use-rejection-sampling needs --speculative-eagle-topk 1"),
+    "eagle_topk_unified_memory": (dict(_TREE, **{"enable-unified-memory": True}),
+                                  "--enable-unified-memory needs --speculative-eagle-topk 1"),
+    "eagle_topk_hisparse": (dict(_TREE, **{"enable-hisparse": True}), "--enable-hisparse with speculative decoding"),
+    "eagle_topk_linear_replayssm": (dict(_TREE, **{"enable-linear-replayssm-spec": True}),
+                                    "--enable-linear-replayssm-spec needs --speculative-eagle-topk 1"),
 }
 
 
