@@ -150,6 +150,11 @@ def _eagle_topk_above_1(opts):
     return algorithm not in ("", "NONE") and (_opt_int(opts, "speculative-eagle-topk", 1) or 1) > 1
 
 
+def _tree_with(flag):
+    """A rule's test: speculative decoding with a draft tree (topk above 1) and ``flag`` on."""
+    return lambda o: bool(o.get(flag)) and _eagle_topk_above_1(o)
+
+
 STARTUP_RULES = (
     ("hicache_needs_radix_cache",
      r"enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
@@ -206,23 +211,23 @@ STARTUP_RULES = (
     ("eagle_topk_rejection_sampling",
      r"--speculative-use-rejection-sampling requires --speculative-eagle-topk=1\.",
      "arg_groups/speculative_hook.py _handle_eagle_family",
-     lambda o: bool(o.get("speculative-use-rejection-sampling")) and _eagle_topk_above_1(o),
+     _tree_with("speculative-use-rejection-sampling"),
      "--speculative-use-rejection-sampling needs --speculative-eagle-topk 1 (a chain; SGLang 0.5.23 refuses a tree)"),
     ("eagle_topk_unified_memory",
      r"--enable-unified-memory supports a linear draft chain only",
      "arg_groups/kv_cache_hook.py",
-     lambda o: bool(o.get("enable-unified-memory")) and _eagle_topk_above_1(o),
+     _tree_with("enable-unified-memory"),
      "--enable-unified-memory needs --speculative-eagle-topk 1 (its pool moves accepted tokens page by page; SGLang "
      "0.5.23 refuses a draft tree)"),
     ("eagle_topk_hisparse",
      r"The minimal HiSparse spec integration supports linear speculation only",
      "arg_groups/hisparse_hook.py",
-     lambda o: bool(o.get("enable-hisparse")) and _eagle_topk_above_1(o),
+     _tree_with("enable-hisparse"),
      "--enable-hisparse with speculative decoding needs --speculative-eagle-topk 1 (SGLang 0.5.23 refuses a tree)"),
     ("eagle_topk_linear_replayssm",
      r"--enable-linear-replayssm-spec requires a linear draft chain",
      "arg_groups/attention_hook.py",
-     lambda o: bool(o.get("enable-linear-replayssm-spec")) and _eagle_topk_above_1(o),
+     _tree_with("enable-linear-replayssm-spec"),
      "--enable-linear-replayssm-spec needs --speculative-eagle-topk 1 (SGLang 0.5.23 refuses a tree)"),
 )
 
