@@ -67,8 +67,8 @@ def check_answer(golden, answer):
     received text."""
     if re.search(golden["expect"], (answer or "").strip()):
         return None
-    return "%s: asked %r, expected %s, received %r" % (golden["name"], golden["prompt"], golden["expected"],
-                                                      (answer or "")[:200])
+    return "%s: asked %r, expected %s, received %r" % (
+        golden["name"], golden["prompt"], golden["expected"], (answer or "")[:200])
 
 
 def needle_prompt(tokens, word="PERIWINKLE"):
