@@ -89,6 +89,11 @@ def _number(settings, key, problems):
     return value
 
 
+def _whole(seconds):
+    """``seconds`` as an int when it is whole (the router's options take integer seconds)."""
+    return int(seconds) if seconds == int(seconds) else seconds
+
+
 def sglang_router_health_checks(settings) -> dict:
     """The router's worker health checks, so that a busy worker stays in rotation and a hung one leaves it.
 
@@ -133,8 +138,7 @@ def sglang_router_health_checks(settings) -> dict:
         problems.append(f"a health-failure threshold of {threshold} takes a busy worker out of rotation after "
                         f"{threshold * period:g} s of a prefill, and a prefill may hold it {prefill:g} s "
                         f"(deployment_longest_prefill_s; one failed check per {period:g} s): set it to {need} or more")
-    return {"options": {"health-check-interval-secs": int(interval) if interval == int(interval) else interval,
-                        "health-check-timeout-secs": int(timeout or 0) if (timeout or 0) == int(timeout or 0) else timeout,
+    return {"options": {"health-check-interval-secs": _whole(interval), "health-check-timeout-secs": _whole(timeout or 0),
                         "health-failure-threshold": threshold},
             "tolerates_busy_s": (threshold - 1) * period, "problems": problems}
 

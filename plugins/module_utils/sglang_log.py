@@ -69,7 +69,6 @@ SUBPROCESS_CRASH_RE = text_re("subprocess_crashed")
 CONFIG_ERROR_RE = text_re("config_invalid")
 # The scheduler's watchdog: a forward that did not finish within --watchdog-timeout; it SIGQUITs the parent 5 s later
 WATCHDOG_RE = text_re("watchdog_timeout")
-HEALTH_FAILED_RE = text_re("health_check_failed")
 # The stats-logging rank's batch lines: one per prefill batch (each chunk of a long prompt), one per decode log
 # interval; they move while the server works, even while /health waits behind a long prefill
 BATCH_RE = any_text_re("prefill_batch", "decode_batch")
@@ -293,8 +292,7 @@ def parse_log(text):
         not bind the port, a failure although the process lives on | None), ``crash_phase`` (phase at the first
         failure, see ``crash_phase``; None without failure), ``ranks`` (dict rank key such as ``"TP3"`` ->
         that rank's furthest phase), ``watchdog_timeout`` (the scheduler watchdog's line: a forward that never
-        finished; the parent is SIGQUIT 5 s later | None), ``health_failed`` (int, ``Health check failed`` lines: 503
-        after SGLANG_HEALTH_CHECK_TIMEOUT without any output), ``batches`` (int, ``Prefill batch`` / ``Decode batch``
+        finished; the parent is SIGQUIT 5 s later | None), ``batches`` (int, ``Prefill batch`` / ``Decode batch``
         lines: they move while the server works) and ``last_batch`` (the last one | None), ``last_line`` (the last
         line that is not a /health probe's echo, without its prefix: where a hung server stopped), ``size`` (int,
         characters -- grows while the log advances), ``echo_size`` (int, characters of the lines /health probes
@@ -308,7 +306,7 @@ def parse_log(text):
     sigquit = False
     failure_at = None
     watchdog = None
-    health_failed = batches = echo_size = 0
+    batches = echo_size = 0
     last_batch = last_line = None
     for pos, line in enumerate(lines):
         hit = False
@@ -336,8 +334,6 @@ def parse_log(text):
             if match and match.group("soft") == "False":
                 watchdog = strip_prefix(line).strip()
                 hit = True
-        if HEALTH_FAILED_RE.search(line):
-            health_failed += 1
         if PROBE_ECHO_RE.search(line):
             echo_size += len(line) + 1
         elif line.strip():
@@ -367,7 +363,6 @@ def parse_log(text):
         "bind_failed": bind,
         "crash_phase": crash_phase(lines, failure_at, error, died, tb),
         "watchdog_timeout": watchdog,
-        "health_failed": health_failed,
         "batches": batches,
         "last_batch": last_batch,
         "last_line": last_line,

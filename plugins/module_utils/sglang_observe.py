@@ -104,22 +104,19 @@ def process_tree(main_pid, proc_root="/proc"):
     return out
 
 
+def scheduler_pids(pids, proc_root="/proc"):
+    """The scheduler processes among ``pids`` (see ``is_scheduler_title``)."""
+    return [pid for pid in pids if is_scheduler_title(
+        (_read(os.path.join(proc_root, str(pid), "cmdline"), "rb") or b"").decode("utf-8", "replace"))]
+
+
 def count_schedulers(main_pid, proc_root="/proc"):
     """Scheduler processes under ``main_pid`` (see ``is_scheduler_title``). Returns int."""
-    count = 0
-    for pid in process_tree(main_pid, proc_root):
-        raw = _read(os.path.join(proc_root, str(pid), "cmdline"), "rb")
-        if raw and is_scheduler_title(raw.decode("utf-8", "replace")):
-            count += 1
-    return count
+    return len(scheduler_pids(process_tree(main_pid, proc_root), proc_root))
 
 
-def tree_activity(main_pid, proc_root="/proc", schedulers_only=False):
+def tree_activity(main_pid, proc_root="/proc"):
     """A counter that grows while the process tree does I/O or touches memory; None when unreadable.
-
-    With ``schedulers_only``, only the scheduler processes count once there are any (the ranks load the weights and
-    capture the graphs; the parent serves HTTP, so every ``/health`` probe of a watcher touches it, and the log
-    wrapper reads every line the server writes, a probe's own access line included: neither is the server moving).
 
     Sum over MainPID and its descendants of ``rchar`` and ``read_bytes`` (``/proc/PID/io``, root only
     for other users' processes) and minor + major page faults (``/proc/PID/stat`` fields 10 and 12:
@@ -129,11 +126,23 @@ def tree_activity(main_pid, proc_root="/proc", schedulers_only=False):
     ``\\n`` (journald splits stream output at newlines)."""
     if not main_pid:
         return None
+    return processes_activity([main_pid] + process_tree(main_pid, proc_root), proc_root)
+
+
+def schedulers_and_activity(main_pid, proc_root="/proc"):
+    """One walk of the tree: (scheduler processes under ``main_pid``, the activity of those ranks, or of the whole
+    tree before there are any). The ranks load the weights and capture the graphs; the parent serves HTTP, so every
+    ``/health`` probe of a watcher touches it, and the log wrapper reads every line the server writes, a probe's own
+    access line included: neither is the server moving."""
+    if not main_pid:
+        return 0, None
     pids = [main_pid] + process_tree(main_pid, proc_root)
-    if schedulers_only:
-        ranks = [pid for pid in pids if is_scheduler_title(
-            (_read(os.path.join(proc_root, str(pid), "cmdline"), "rb") or b"").decode("utf-8", "replace"))]
-        pids = ranks or pids
+    ranks = scheduler_pids(pids[1:], proc_root)
+    return len(ranks), processes_activity(ranks or pids, proc_root)
+
+
+def processes_activity(pids, proc_root="/proc"):
+    """``tree_activity``'s counter over ``pids``; None when none could be read."""
     total, seen = 0, False
     for pid in pids:
         base = os.path.join(proc_root, str(pid))
@@ -505,9 +514,7 @@ class UnitObserver(object):
         """One observation (dict, see ``sglang_verdict.classify``); ``parse`` is ``sglang_log.parse_log``."""
         obs = self.show()
         main_pid = obs["main_pid"]
-        proc = bounded(lambda: (count_schedulers(main_pid, self.proc_root),
-                                tree_activity(main_pid, self.proc_root, schedulers_only=True)),
-                       self.call_timeout, (None, None))
+        proc = bounded(lambda: schedulers_and_activity(main_pid, self.proc_root), self.call_timeout, (None, None))
         obs["schedulers"], obs["activity"] = proc
         pids = bounded(lambda: cgroup_pids(obs["control_group"], self.cgroup_root), self.call_timeout, [])
         obs["gpu"] = gpu_observation(self.nvidia_smi, pids, self.call_timeout)

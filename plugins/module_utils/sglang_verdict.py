@@ -186,6 +186,11 @@ def _log_growth(obs):
     return log.get("size", 0) - log.get("echo_size", 0)
 
 
+def _batch_lines(obs):
+    """The stats-logging rank's ``Prefill batch`` / ``Decode batch`` lines so far: they move while the server works."""
+    return (obs.get("log") or {}).get("batches", 0)
+
+
 def _served_unanswered(history, log, now, elapsed, stall_timeout, timeout, health_check_timeout):
     """A server past its ready line whose /health did not answer 200: busy while its batch lines move, stalled once
     nothing but the probes' own echoes was logged for ``stall_timeout`` (the tree's I/O and the GPU are no evidence
@@ -193,8 +198,8 @@ def _served_unanswered(history, log, now, elapsed, stall_timeout, timeout, healt
     last = history[-1]
     code = last.get("http_code")
     answer = ("answered %d" % code) if code else "did not answer"
-    batches = [(o.get("log") or {}).get("batches", 0) for o in history]
-    batch_quiet = now - _last_advance(history, lambda o: (o.get("log") or {}).get("batches", 0))
+    batches = [_batch_lines(o) for o in history]
+    batch_quiet = now - _last_advance(history, _batch_lines)
     if len(set(batches)) > 1 and batch_quiet <= float(health_check_timeout) + 5.0:
         return _verdict("busy", last, log, reason="/health %s after the ready line, but the server works: %d batch "
                         "line(s) while watched, the last %.0f s ago (%s); SGLang answers 503 when no token came back "

@@ -114,7 +114,7 @@ class State:
             while True:
                 n = min(left, chunk)
                 if n > 0:
-                    self.report_prefill(n, prefill_tokens - left)
+                    self.report_prefill(n, prefill_tokens - left, rate)
                 if self._hangs():
                     for s in self.schedulers:
                         s.tell("hang")
@@ -130,11 +130,10 @@ class State:
         total = self.cfg.get("max_total_num_tokens") or 0
         return (tokens / total) if total else 0.0
 
-    def report_prefill(self, new_tokens, done):
+    def report_prefill(self, new_tokens, done, rate):
         """``Prefill batch, ...`` (metrics_reporter.py report_prefill_stats; a plain MLA pool:
         pool_stats_observer.py get_prefill_usage_msg_parts gives ``token usage``), told to the stats-logging rank."""
         running = max(len(self.in_scheduler) - 1, 0)
-        rate = sim_config.get_float("SGLANG_SIM_PREFILL_TOKENS_PER_S")
         self.schedulers[0].tell(
             f"log Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: 0, "
             f"token usage: {self._usage(done):.2f}, #running-req: {running}, #queue-req: 0, #pending-token: 0, "
@@ -513,12 +512,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rid = body.get("rid") or uuid.uuid4().hex
         sp = body.get("sampling_params") or {}
         n = int(sp.get("max_new_tokens", 16) or 16)
-        error = self._length_error(prompt_tokens(body.get("text")), sp.get("max_new_tokens"))
+        input_tokens = prompt_tokens(body.get("text"))
+        error = self._length_error(input_tokens, sp.get("max_new_tokens"))
         if error:  # http_server.py serve_generate_request: logged, then _create_error_response
             logger.error(f"[http_server] Error: {error}")
             return self._send(400, json.dumps({"error": {"message": error}}, separators=(",", ":")))
         try:
-            self._schedule(rid, [" x"] * n, prompt_tokens=prompt_tokens(body.get("text")))
+            self._schedule(rid, [" x"] * n, prompt_tokens=input_tokens)
             text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
             STATE.finished(n, False)
             self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
@@ -554,7 +554,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = self._body()
         rid = uuid.uuid4().hex
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        error = self._length_error(prompt_tokens(body.get("messages")), int(limit) if limit else None)
+        input_tokens = prompt_tokens(body.get("messages"))
+        error = self._length_error(input_tokens, int(limit) if limit else None)
         if error:  # raised while the request is converted: the client's error, a 400, nothing scheduled
             return self._openai_error(error, "BadRequestError" if body.get("stream") else "BadRequest")
         tools = body.get("tools") or []
@@ -566,8 +567,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pieces = pieces[:int(limit)]
         try:
             if body.get("stream"):
-                return self._chat_stream(body, rid, pieces, tools, thinking, truncated)
-            self._schedule(rid, pieces, prompt_tokens=prompt_tokens(body.get("messages")))
+                return self._chat_stream(body, rid, pieces, tools, thinking, truncated, input_tokens)
+            self._schedule(rid, pieces, prompt_tokens=input_tokens)
             return self._chat_once(rid, pieces, tools, thinking, truncated)
         finally:
             self._done(rid)
@@ -595,7 +596,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                       "finish_reason": finish, "matched_stop": None}],
                          "usage": self._usage(pieces), "metadata": {"weight_version": "default"}})
 
-    def _chat_stream(self, body, rid, pieces, tools, thinking, truncated):
+    def _chat_stream(self, body, rid, pieces, tools, thinking, truncated, input_tokens):
         created, model = int(time.time()), STATE.served_model_name
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         self.send_response(200)
@@ -638,7 +639,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 else:
                     chunk({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
 
-        self._schedule(rid, pieces, on_token, prompt_tokens=prompt_tokens(body.get("messages")))
+        self._schedule(rid, pieces, on_token, prompt_tokens=input_tokens)
         STATE.finished(len(pieces), True)
         chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):

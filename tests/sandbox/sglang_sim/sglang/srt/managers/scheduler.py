@@ -232,9 +232,9 @@ class Scheduler:
     def dump_info(self):
         """create_scheduler_watchdog's dump_info once initialised: the running batch (the pools' invariant
         messages are left out: the sim has no KV pool to check)."""
-        return "\n".join([f"scheduler.cur_batch_for_debug.batch_size()={1}",
-                          f"scheduler.cur_batch_for_debug.reqs=[Req(rid={uuid.uuid4().hex}, input_ids=[0], output_ids=[], "
-                          "self.grammar=None, self.sampling_params=<SamplingParams>)]"])
+        return ("scheduler.cur_batch_for_debug.batch_size()=1\n"
+                f"scheduler.cur_batch_for_debug.reqs=[Req(rid={uuid.uuid4().hex}, input_ids=[0], output_ids=[], "
+                "self.grammar=None, self.sampling_params=<SamplingParams>)]")
 
     def run_batch(self):
         """One forward pass on this rank. ``warmup_failure``: a build without kernels for this GPU fails its first
