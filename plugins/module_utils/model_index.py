@@ -8,6 +8,11 @@ Shape (written by ``transformers``' ``save_pretrained`` / ``huggingface_hub``):
 The index is the truth about which shards exist: shard names are per model
 (``model-00001-of-000064.safetensors`` for Kimi-K2.5, ``model-1-of-61.safetensors`` for
 Kimi-K2-Instruct), so no naming pattern is assumed.
+
+A single-file checkpoint (an EAGLE-3 draft model: ``config.json`` and one ``model.safetensors``, no index) has the
+same summary, derived from that file's safetensors header (``index_from_header``): SGLang loads such a directory by
+globbing ``*.safetensors``. More than one safetensors file and no index is ambiguous and refused
+(``single_file_name``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,9 +21,15 @@ import json
 import os
 import posixpath
 
+from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import (
+    ShardError, read_header, tensor_nbytes,
+)
+
 __metaclass__ = type
 
 INDEX_NAME = "model.safetensors.index.json"
+# The one weight file of a checkpoint without an index (transformers' SAFE_WEIGHTS_NAME).
+SINGLE_FILE = "model.safetensors"
 
 
 class ModelIndexError(Exception):
@@ -94,6 +105,87 @@ def load_index(path):
     return parse_index(data, path)
 
 
+def index_from_header(info, shard_name=SINGLE_FILE, where=None):
+    """The ``parse_index`` summary of a single-file checkpoint, from its safetensors header.
+
+    :param info: ``safetensors_header.read_header`` (or ``header_from_reader``) of the file.
+    :param shard_name: the file's name in the model directory.
+    :param where: the path or URL the header was read from (messages); ``shard_name`` when None.
+    :returns: ``parse_index``'s dict: ``shards`` [shard_name], ``total_size`` (the tensors' data bytes, dtype x shape),
+        ``weight_map`` (every tensor -> shard_name), ``tensors_by_shard``.
+    :raises ModelIndexError: a header without tensors, or a tensor whose dtype or shape gives no size.
+    """
+    where = where or shard_name
+    tensors = info.get("tensors") or {}
+    if not tensors:
+        raise ModelIndexError(where, "the safetensors header lists no tensors, so there are no weights to stage")
+    total, problems = 0, []
+    for name, entry in sorted(tensors.items()):
+        try:
+            if not isinstance(entry, dict):
+                raise ValueError("entry is not an object")
+            total += tensor_nbytes(entry.get("dtype"), entry.get("shape"))
+        except ValueError as exc:
+            problems.append("tensor %s: %s" % (name, exc))
+    if problems:
+        raise ModelIndexError(where, "; ".join(problems))
+    return parse_index({"metadata": {"total_size": total}, "weight_map": dict((t, shard_name) for t in tensors)},
+                       where)
+
+
+def load_header_index(path):
+    """``index_from_header`` of the local file ``path`` (its header alone is read); ModelIndexError naming it."""
+    try:
+        info = read_header(path)
+    except ShardError as exc:
+        raise ModelIndexError(path, exc.reason)
+    except (IOError, OSError) as exc:
+        raise ModelIndexError(path, "cannot read the safetensors header (%s)" % (exc.strerror or exc))
+    return index_from_header(info, os.path.basename(path), path)
+
+
+def single_file_name(names, where):
+    """Whether a checkpoint whose top-level files are ``names`` is a single-file one.
+
+    :returns: ``SINGLE_FILE`` when ``names`` has no ``INDEX_NAME`` and ``model.safetensors`` is its one safetensors
+        file; None when it has the index, or no safetensors file at all (reading the index then says what is missing).
+    :raises ModelIndexError: (naming ``where``) no index and other safetensors files: which file holds which tensor
+        is not known without the index.
+    """
+    names = set(names)
+    if INDEX_NAME in names:
+        return None
+    weights = sorted(n for n in names if "/" not in n and not n.startswith(".")
+                     and n.lower().endswith(".safetensors"))
+    if not weights:
+        return None
+    if weights == [SINGLE_FILE]:
+        return SINGLE_FILE
+    if len(weights) == 1:
+        raise ModelIndexError(where, "has no %s and its one safetensors file is %s, not %s; stage a checkpoint with "
+                                     "its index, or a single %s" % (INDEX_NAME, weights[0], SINGLE_FILE, SINGLE_FILE))
+    raise ModelIndexError(where, "has no %s but %d safetensors files (%s): without the index which file holds which "
+                                 "tensor is ambiguous; stage a sharded checkpoint with its %s, or a single %s"
+                          % (INDEX_NAME, len(weights), ", ".join(weights), INDEX_NAME, SINGLE_FILE))
+
+
+def load_model_index(root, names=None):
+    """(parsed index, the path it was read from) of the model directory ``root``: its ``INDEX_NAME``, or for a
+    single-file checkpoint (``single_file_name`` of ``names``, the directory's listing when None) one derived from
+    ``model.safetensors``' header. Raises ModelIndexError."""
+    if names is None:
+        try:
+            names = os.listdir(root)
+        except OSError:
+            names = ()  # load_index says what is missing
+    single = single_file_name(names, root)
+    if single:
+        path = os.path.join(root, single)
+        return load_header_index(path), path
+    path = os.path.join(root, INDEX_NAME)
+    return load_index(path), path
+
+
 def _gb(size):
     return "%.2f GB" % (float(size) / 1e9)
 
@@ -111,7 +203,9 @@ def model_weights(local=None, source=None, preferred=(), fallback_gb=0,
         ``metadata.total_size``, else ``fallback_gb`` x 10**9), ``fallback`` (bool), ``unreadable`` (why each index
         tried could not be read) and ``source``: one line naming the figure and where it came from, e.g.
         ``0.13 GB in 4 shards, metadata.total_size of http://127.0.0.1:8081/K/model.safetensors.index.json`` or
-        ``no index readable (<url>: HTTP 404 ...); using preflight_hicache_fallback_weights_gb=547``.
+        ``no index readable (<url>: HTTP 404 ...); using preflight_hicache_fallback_weights_gb=547``; a single-file
+        checkpoint's figure is its header's tensor bytes (``... in 1 shard, the tensors in the safetensors header of
+        <url>/model.safetensors``).
 
     Order: an index of ``preferred``, then the source's (what this run stages), then the served model's, then the
     fallback figure.
@@ -132,7 +226,11 @@ def model_weights(local=None, source=None, preferred=(), fallback_gb=0,
                 "source": "no index readable (%s); using %s=%s" % (why, fallback_name, fallback_gb)}
     size = int(chosen["total_size_bytes"])
     shards = " in %d shard%s" % (chosen["shards"], "s" if chosen["shards"] != 1 else "") if chosen.get("shards") else ""
-    text = "%s%s, metadata.total_size of %s" % (_gb(size), shards, chosen.get("index") or "the model's index")
+    where = chosen.get("index") or "the model's index"
+    if where.endswith(".safetensors"):  # a single-file checkpoint, sized by its header (model_sources.read_index)
+        text = "%s%s, the tensors in the safetensors header of %s" % (_gb(size), shards, where)
+    else:
+        text = "%s%s, metadata.total_size of %s" % (_gb(size), shards, where)
     if chosen is local and source.get("error"):
         text += " (the source's index was not readable: %s)" % source["error"]
     return {"index": chosen.get("index"), "total_size_bytes": size, "fallback": False, "unreadable": unreadable,

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A static HTTP(S) mirror of a model directory (stdlib only): resumable, verified downloads.
 
-``Mirror`` talks to any static file server that honours ``Range``: small metadata GETs, ``HEAD`` for sizes, and
+``Mirror`` talks to any static file server that honours ``Range``: small metadata GETs, ranged GETs of a few bytes
+of a large file (``get_range``: a safetensors header), ``HEAD`` for sizes, and
 ``download`` which writes ``<dest>.download`` while hashing (one pass), resumes a partial file with
 ``Range: bytes=N-`` only when the server answers ``206`` with a ``Content-Range`` starting at N (anything else
 restarts the file from byte 0), retries transient failures with exponential backoff, and renames to ``<dest>`` once
@@ -39,12 +40,14 @@ RETRY_STATUSES = (408, 425, 429, 500, 502, 503, 504)
 
 
 class FetchError(Exception):
-    """A file could not be fetched; ``name`` is the file (relative name), ``reason`` says why."""
+    """A file could not be fetched; ``name`` is the file (relative name), ``reason`` says why, ``status`` is the
+    HTTP status that refused it (None when it was not an HTTP answer)."""
 
-    def __init__(self, name, reason):
+    def __init__(self, name, reason, status=None):
         super(FetchError, self).__init__("%s: %s" % (name, reason))
         self.name = name
         self.reason = reason
+        self.status = status
 
 
 class TransientError(Exception):
@@ -126,7 +129,8 @@ class Mirror(object):
             except Exception as exc:  # classified below; anything unexpected is final
                 if not _is_transient(exc) or attempt >= self.retries:
                     tail = " after %d attempts" % (attempt + 1) if attempt else ""
-                    raise FetchError(name, "%s from %s%s" % (_describe(exc), redact_url(self.url(name)), tail))
+                    raise FetchError(name, "%s from %s%s" % (_describe(exc), redact_url(self.url(name)), tail),
+                                     status=exc.code if isinstance(exc, HTTPError) else None)
                 self.sleep(min(self.retry_delay * (2 ** attempt), 60.0))
                 attempt += 1
 
@@ -138,6 +142,44 @@ class Mirror(object):
             if len(data) > limit:
                 raise FetchError(name, "larger than %d bytes; not a metadata file" % limit)
             return data
+        return self._with_retries(name, once)
+
+    def get_range(self, name, start, length):
+        """GET bytes ``start`` to ``start + length - 1`` of ``name`` (fewer at the end of the file; b"" past it) with
+        ``Range: bytes=<start>-<end>``: a safetensors header without the multi-GB file behind it. A server that
+        ignores Range (answers 200 with the whole file) is read only as far as those bytes, then the connection is
+        closed. Retries and headers as ``get_bytes``."""
+        def once():
+            try:
+                resp = self._open(self.url(name), extra={"Range": "bytes=%d-%d" % (start, start + length - 1)})
+            except HTTPError as exc:
+                if exc.code == 416:  # nothing at start: the file is shorter
+                    exc.close()
+                    return b""
+                raise
+            with resp:
+                skip = start
+                if resp.status == 206:
+                    first = re.match(r"^bytes (\d+)-", (resp.headers.get("Content-Range") or "").strip())
+                    if not first or int(first.group(1)) != start:
+                        raise FetchError(name, "asked for bytes %d-%d, the server answered Content-Range %r"
+                                         % (start, start + length - 1, resp.headers.get("Content-Range")))
+                    skip = 0
+                while skip:  # 200: the file from byte 0, read only as far as needed
+                    block = resp.read(min(skip, READ_BYTES))
+                    if not block:
+                        return b""
+                    skip -= len(block)
+                chunks, left = [], length
+                while left:
+                    block = resp.read(min(left, READ_BYTES))
+                    if not block:
+                        break
+                    chunks.append(block)
+                    left -= len(block)
+            return b"".join(chunks)
+        if length <= 0:
+            return b""
         return self._with_retries(name, once)
 
     def head_size(self, name):

@@ -9,13 +9,18 @@ and these methods:
 
 * ``missing_tools()`` -> list of problems that keep it from planning on this host now (the hf source before the role
   made its staging venv); check mode reports them, a real run fails with them;
-* ``index_location()`` -> the path or URL (no credentials) of the checkpoint's ``model.safetensors.index.json``;
-* ``read_index()`` -> ``{"index": index_location(), "total_size_bytes", "shards"}``: that index alone, before
+* ``index_location()`` -> the path or URL (no credentials) of the checkpoint's ``model.safetensors.index.json``
+  (the path source: its ``model.safetensors`` when that is there and the index is not);
+* ``read_index()`` -> ``{"index": the path or URL read, "total_size_bytes", "shards"}``: that index alone, before
   anything is planned or staged (what preflight sizes the weights by; the hf source reads it over HTTP, so it needs
-  no staging venv); raises StageError naming the path or URL and why it could not be read;
+  no staging venv). A single-file checkpoint (no index, one ``model.safetensors``) is sized by that file's
+  safetensors header instead (over HTTP: two ranged GETs, never the tensor data), ``index`` naming the file. Raises
+  StageError naming the path or URL and why it could not be read;
 * ``plan()`` -> ``{"index": parsed index, "files": [names to stage], "sizes": {name: bytes or None},
   "sha256": {name: hex} (what the source vouches for), "skipped": [names left out]}``; raises StageError listing
-  every problem (missing shards, config.json, required tokenizer/code files) before a byte of a shard moves;
+  every problem (missing shards, config.json, required tokenizer/code files) before a byte of a shard moves. A
+  single-file checkpoint's parsed index is derived from its ``model.safetensors`` header (model_index
+  ``index_from_header``) and no index file is staged; several safetensors files and no index are refused;
 * ``still_valid(rel, rec)`` -> whether a file a journal recorded as done still matches the source;
 * ``partial_bytes(dest_dir, rel)`` -> bytes of ``rel`` already in ``dest_dir`` that a transfer resumes from;
 * ``check_room(store, model_dir, remaining)`` -> bytes the transfer will write; raises StageError when the store
@@ -49,14 +54,16 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.model_files impor
     WEIGHT_SUFFIXES, dir_reader, missing_files, select_files,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
-    INDEX_NAME, ModelIndexError, load_index, parse_index,
+    INDEX_NAME, SINGLE_FILE, ModelIndexError, index_from_header, load_index, load_model_index, parse_index,
+    single_file_name,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import (
-    DOWNLOAD_SUFFIX, FetchError, Mirror, redact_url,
+    DOWNLOAD_SUFFIX, METADATA_LIMIT, FetchError, Mirror, redact_url,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import (
     StageError, existing_ancestor, space_check,
 )
+from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import ShardError, header_from_reader
 from ansible_collections.blackwell.sglang.plugins.module_utils.sha256_manifest import parse_manifest
 from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import follow_process
 
@@ -126,13 +133,80 @@ def fetch_index(mirror, where):
     try:
         raw = mirror.get_bytes(INDEX_NAME)
     except FetchError as exc:
-        raise StageError(str(exc))
+        raise StageError(str(exc)) from exc
     try:
         return parse_index(json.loads(raw.decode("utf-8")), where)
     except ModelIndexError as exc:
         raise StageError(str(exc))
     except (UnicodeDecodeError, ValueError) as exc:
         raise StageError("%s: %s" % (where, exc))
+
+
+def fetch_header_index(mirror, name, where, file_size=None):
+    """``index_from_header`` of the single-file checkpoint's ``name`` on ``mirror``, its header read with two ranged
+    GETs (the 8-byte length, then the header; never the tensor data); StageError naming ``where`` (a URL).
+    ``file_size`` (None when not known yet) checks the header length against the end of the file."""
+    try:
+        info = header_from_reader(where, lambda start, length: mirror.get_range(name, start, length), file_size)
+    except FetchError as exc:
+        raise StageError(str(exc)) from exc
+    except ShardError as exc:
+        raise StageError(str(exc))
+    try:
+        return index_from_header(info, name, where)
+    except ModelIndexError as exc:
+        raise StageError(str(exc))
+
+
+def not_on_mirror(exc):
+    """Whether the StageError ``exc`` of ``fetch_index`` or ``fetch_header_index`` is an HTTP 404."""
+    return isinstance(exc.__cause__, FetchError) and exc.__cause__.status == 404
+
+
+def read_mirror_index(mirror):
+    """``read_index`` of a mirror (http, hf): its index; where it has none (HTTP 404), a single-file checkpoint's
+    ``model.safetensors`` header; where that is not there either, the index's error."""
+    where = redact_url(mirror.url(INDEX_NAME))
+    try:
+        return index_figures(fetch_index(mirror, where), where)
+    except StageError as exc:
+        if not not_on_mirror(exc):
+            raise
+        missing = exc
+    single = redact_url(mirror.url(SINGLE_FILE))
+    try:
+        return index_figures(fetch_header_index(mirror, SINGLE_FILE, single), single)
+    except StageError as exc:
+        if not_on_mirror(exc):
+            raise missing
+        raise
+
+
+def single_file(names, where):
+    """``single_file_name`` of a source's listing ``names``; StageError for a listing without the index and with
+    several safetensors files (ambiguous)."""
+    try:
+        return single_file_name(names, where)
+    except ModelIndexError as exc:
+        raise StageError(str(exc))
+
+
+def checkpoint_files(names, index, single, is_dir=None):
+    """``select_files`` of a source's listing for its (parsed or derived) index: a single-file checkpoint has no
+    index file to stage."""
+    files, skipped = select_files(names, set(index["shards"]), is_dir)
+    if single:
+        files.discard(INDEX_NAME)
+    return files, skipped
+
+
+def mirror_file(mirror, name):
+    """(URL without credentials, bytes) of a small file on ``mirror``; StageError naming the URL and why."""
+    where = redact_url(mirror.url(name))
+    try:
+        return where, mirror.get_bytes(name)
+    except FetchError as exc:
+        raise StageError(str(exc))
 
 
 class FileSource(object):
@@ -148,6 +222,22 @@ class FileSource(object):
 
     def missing_tools(self):
         return []
+
+    def read_config(self):
+        """The source's config.json, parsed, and where it was read (a path, or a URL without credentials): preflight
+        judges an EAGLE3 draft against its model by both. StageError naming the place and why."""
+        where, raw = self.config_bytes()
+        try:
+            config = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise StageError("%s is not JSON: %s" % (where, exc))
+        if not isinstance(config, dict):
+            raise StageError("%s is a JSON %s, expected an object" % (where, type(config).__name__))
+        return config, where
+
+    def config_bytes(self):
+        """(where, raw bytes) of the source's config.json."""
+        raise NotImplementedError
 
     def partial_bytes(self, dest_dir, rel):
         return 0
@@ -183,28 +273,40 @@ class PathSource(FileSource):
         self.description = self.root
 
     def index_location(self):
-        return os.path.join(self.root, INDEX_NAME) if self.root else None
+        if not self.root:
+            return None
+        index, single = os.path.join(self.root, INDEX_NAME), os.path.join(self.root, SINGLE_FILE)
+        return single if not os.path.lexists(index) and os.path.isfile(single) else index
+
+    def config_bytes(self):
+        where = os.path.join(self.root or "", "config.json")
+        try:
+            with open(where, "rb") as handle:
+                return where, handle.read(METADATA_LIMIT)
+        except (OSError, IOError) as exc:
+            raise StageError("%s: %s" % (where, exc.strerror or exc))
 
     def read_index(self):
-        where = self.index_location()
-        if not where:
+        if not self.root:
             raise StageError("no source_path is set, so there is no %s to read" % INDEX_NAME)
         try:
-            return index_figures(load_index(where), where)
+            index, where = load_model_index(self.root)
         except ModelIndexError as exc:
             raise StageError(str(exc))
+        return index_figures(index, where)
 
     def plan(self):
         src = self.root
         if not os.path.isdir(src):
-            raise StageError("source_path %s is not a directory; expected the model directory holding %s"
-                             % (src, INDEX_NAME))
+            raise StageError("source_path %s is not a directory; expected the model directory holding %s (or a "
+                             "single %s)" % (src, INDEX_NAME, SINGLE_FILE))
+        names = os.listdir(src)
         try:
-            index = load_index(os.path.join(src, INDEX_NAME))
+            index, _where = load_model_index(src, names)
         except ModelIndexError as exc:
             raise StageError(str(exc))
-        files, skipped = select_files(os.listdir(src), set(index["shards"]),
-                                      lambda e: os.path.isdir(os.path.join(src, e)))
+        single = INDEX_NAME not in names  # load_model_index derived the index from model.safetensors
+        files, skipped = checkpoint_files(names, index, single, lambda e: os.path.isdir(os.path.join(src, e)))
         sizes, missing = {}, []
         for rel in sorted(files):
             try:
@@ -296,14 +398,20 @@ class HttpSource(FileSource):
         return redact_url(self.mirror.url(INDEX_NAME))
 
     def read_index(self):
-        where = self.index_location()
-        return index_figures(fetch_index(self.mirror, where), where)
+        return read_mirror_index(self.mirror)
+
+    def config_bytes(self):
+        return mirror_file(self.mirror, "config.json")
 
     def plan(self):
         self.load_sums()
-        index = fetch_index(self.mirror, INDEX_NAME)
+        single = single_file(self.sums, "%s (%s)" % (self.description, self.manifest_name))
+        if single:
+            index = fetch_header_index(self.mirror, single, single, self.sizes.get(single))
+        else:
+            index = fetch_index(self.mirror, INDEX_NAME)
         shards = set(index["shards"])
-        files, skipped = select_files(self.sums, shards)
+        files, skipped = checkpoint_files(self.sums, index, single)
         problems = []
         unlisted = sorted(f for f in files if f not in self.sums)
         shard_gaps = [f for f in unlisted if f in shards]
@@ -406,9 +514,12 @@ class HfSource(FileSource):
         return redact_url(self.hub_files().url(INDEX_NAME))
 
     def read_index(self):
-        """The pinned revision's index over HTTP: needs no staging venv, so preflight reads it on a fresh host."""
-        where = self.index_location()
-        return index_figures(fetch_index(self.hub_files(), where), where)
+        """The pinned revision's index (or single-file header) over HTTP: needs no staging venv, so preflight reads it
+        on a fresh host."""
+        return read_mirror_index(self.hub_files())
+
+    def config_bytes(self):
+        return mirror_file(self.hub_files(), "config.json")
 
     def run_helper(self, args, report_path, tick):
         """Run the helper with ``args``; returns its JSON report ``{"commit", "files": {name: {size, sha256}}}``."""
@@ -449,15 +560,19 @@ class HfSource(FileSource):
             pinned = self.params["hf_revision"] or self.params["revision"]
             self.description = "hf://%s@%s (commit %s)" % (self.repo, pinned, self.rev)
             self.sums = dict((k, v["sha256"]) for k, v in listed.items() if v.get("sha256"))
-            if INDEX_NAME not in listed:
-                raise StageError("%s has no %s; stage a sharded safetensors checkpoint" % (self.description,
-                                                                                           INDEX_NAME))
-            try:
-                index = load_index(os.path.join(scratch, INDEX_NAME))
-            except ModelIndexError as exc:
-                raise StageError(str(exc))
-            shards = set(index["shards"])
-            files, skipped = select_files(listed, shards)
+            single = single_file(listed, self.description)
+            if single:  # the header alone, with ranged GETs of the pinned commit's file
+                hub = self.hub_files()
+                index = fetch_header_index(hub, single, redact_url(hub.url(single)), listed[single].get("size"))
+            elif INDEX_NAME not in listed:
+                raise StageError("%s has no %s and no %s; stage a safetensors checkpoint (sharded with its index, "
+                                 "or a single %s)" % (self.description, INDEX_NAME, SINGLE_FILE, SINGLE_FILE))
+            else:
+                try:
+                    index = load_index(os.path.join(scratch, INDEX_NAME))
+                except ModelIndexError as exc:
+                    raise StageError(str(exc))
+            files, skipped = checkpoint_files(listed, index, single)
             problems = []
             absent = sorted(f for f in files if f not in listed)
             if absent:

@@ -24,7 +24,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files imp
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import dir_reader, missing_files, symlinks
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
-    INDEX_NAME, ModelIndexError, load_index,
+    INDEX_NAME, SINGLE_FILE, ModelIndexError, load_model_index,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_sources import make_source
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import (
@@ -249,9 +249,12 @@ def repair(module, source, final, model_dir, manifest, changed, result, progress
         records, problems = source.transfer(work_dir, names, expected, sizes, progress, lambda rel, rec: None)
         result["copied_bytes"] = sum(r.get("transferred", 0) for r in records.values())
         if not problems:
-            index_root = work_dir if INDEX_NAME in names else final
+            # the revision's index, or a single-file revision's model.safetensors header: the copy fetched again
+            # when it is one of the changed files, else the staged one
+            staged_files = set(recorded)
+            key = INDEX_NAME if INDEX_NAME in staged_files else SINGLE_FILE
             try:
-                index = load_index(os.path.join(index_root, INDEX_NAME))
+                index = load_model_index(work_dir if key in names else final, staged_files)[0]
             except ModelIndexError as exc:
                 raise StageError(str(exc))
             for rel in names:

@@ -2,7 +2,8 @@
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Verification of a staged model tree: each shard's safetensors header against the weight map of
-``model.safetensors.index.json``, config and tokenizer JSON by content, sha256 records against the manifest.
+``model.safetensors.index.json`` (a single-file checkpoint's: the one derived from its ``model.safetensors`` header,
+model_index ``index_from_header``), config and tokenizer JSON by content, sha256 records against the manifest.
 
 Every problem is a message that starts with the file's path and a colon (``bad_files`` finds the files to fetch
 again by that prefix).

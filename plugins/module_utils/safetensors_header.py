@@ -62,18 +62,31 @@ def read_header(path, file_size=None):
     if file_size is None:
         file_size = os.stat(path).st_size
     with open(path, "rb") as handle:
-        prefix = handle.read(HEADER_PREFIX)
-        if len(prefix) < HEADER_PREFIX:
-            raise ShardError(path, "file is %d bytes, shorter than the 8-byte header length; the file is truncated, "
-                                   "fetch it again" % file_size)
-        (header_len,) = struct.unpack("<Q", prefix)
-        if header_len > file_size - HEADER_PREFIX:
-            raise ShardError(path, "header length %d runs past end of file (%d bytes); the file is truncated or not "
-                                   "safetensors, fetch it again" % (header_len, file_size))
-        if header_len > MAX_HEADER_BYTES:
-            raise ShardError(path, "header length %d is over the %d-byte limit of the safetensors loader; not a "
-                                   "safetensors file" % (header_len, MAX_HEADER_BYTES))
-        raw = handle.read(header_len)
+        def read(start, length):
+            handle.seek(start)
+            return handle.read(length)
+        return header_from_reader(path, read, file_size)
+
+
+def header_from_reader(path, read, file_size=None):
+    """``read_header`` over ``read(start, length)`` -> bytes (fewer at the end of the file): a local file, or ranged
+    GETs of a file on a mirror. It reads the 8-byte length, then the header, never the tensor data.
+
+    ``path`` names the file in messages. ``file_size`` None (not known yet) skips the check of the header length
+    against the end of the file, and ``data_len`` is then None.
+    """
+    prefix = read(0, HEADER_PREFIX)
+    if len(prefix) < HEADER_PREFIX:
+        raise ShardError(path, "file is %d bytes, shorter than the 8-byte header length; the file is truncated, "
+                               "fetch it again" % (len(prefix) if file_size is None else file_size))
+    (header_len,) = struct.unpack("<Q", prefix)
+    if file_size is not None and header_len > file_size - HEADER_PREFIX:
+        raise ShardError(path, "header length %d runs past end of file (%d bytes); the file is truncated or not "
+                               "safetensors, fetch it again" % (header_len, file_size))
+    if header_len > MAX_HEADER_BYTES:
+        raise ShardError(path, "header length %d is over the %d-byte limit of the safetensors loader; not a "
+                               "safetensors file" % (header_len, MAX_HEADER_BYTES))
+    raw = read(HEADER_PREFIX, header_len)
     if len(raw) < header_len:
         raise ShardError(path, "header length %d but only %d header bytes could be read; the file is truncated"
                          % (header_len, len(raw)))
@@ -87,7 +100,7 @@ def read_header(path, file_size=None):
     return {
         "header_len": header_len,
         "file_size": file_size,
-        "data_len": file_size - HEADER_PREFIX - header_len,
+        "data_len": None if file_size is None else file_size - HEADER_PREFIX - header_len,
         "metadata": metadata,
         "tensors": header,
     }

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: model_source_index
-short_description: Read the model.safetensors.index.json of a model_stage source before anything is staged
+short_description: Read the weights' size of a model_stage source (its index) before anything is staged
 description:
   - Reads C(model.safetensors.index.json) of the checkpoint that M(blackwell.sglang.model_stage) would stage, from
     the node (the node is what reaches the source), and returns its C(metadata.total_size) and shard count. Preflight
@@ -21,6 +21,11 @@ description:
     C(<endpoint>/<repo>/resolve/<revision>/model.safetensors.index.json), with the token as huggingface_hub sends
     it (to the Hub's host only, not to the CDN a large file redirects to); it needs no staging virtualenv, so it works
     on a fresh host.
+  - A single-file checkpoint (no C(model.safetensors.index.json), one C(model.safetensors), as EAGLE-3 draft models
+    ship) is sized from the safetensors header of C(model.safetensors) (the tensors' bytes), and RV(index) names that
+    file. O(source=path) does so when the directory has no index and C(model.safetensors) is its one safetensors file
+    (several are refused, naming them). O(source=http) and O(source=hf) do so when the index answers HTTP 404, reading
+    only the header with two C(Range) requests (its 8-byte length, then the header), never the tensor data.
   - Never fails for an index it cannot read. RV(error) then says which path or URL and why (HTTP 404, no answer, not
     JSON, no C(metadata.total_size)), and the caller decides what to use instead.
   - Changes nothing on the host.
@@ -58,6 +63,12 @@ options:
     description: Hub endpoint; empty uses C(HF_ENDPOINT) from the environment, else C(https://huggingface.co).
     type: str
     default: ""
+  read_config:
+    description:
+      - Also read the source's C(config.json) (the same place, token and timeout), returned parsed in RV(config). An
+        EAGLE3 draft is judged against its model by both before either is staged.
+    type: bool
+    default: false
   timeout:
     description: Socket timeout in seconds for the request.
     type: int
@@ -98,20 +109,37 @@ EXAMPLES = r"""
 
 RETURN = r"""
 index:
-  description: Where the index was read, or would have been (a path, or a URL without credentials).
+  description:
+    - Where the index was read, or would have been (a path, or a URL without credentials).
+    - For a single-file checkpoint, the C(model.safetensors) whose header was read.
   returned: always
   type: str
   sample: http://mirror.internal/models/Kimi-K2.5/4f2a9c1/model.safetensors.index.json
 total_size_bytes:
-  description: The index's C(metadata.total_size); null when it could not be read.
+  description:
+    - The index's C(metadata.total_size) (a single-file checkpoint's, the tensor bytes its header lists); null when it
+      could not be read.
   returned: always
   type: int
   sample: 595000000000
 shards:
-  description: Shard files the index names; null when it could not be read.
+  description: Shard files the index names (1 for a single-file checkpoint); null when it could not be read.
   returned: always
   type: int
   sample: 64
+config:
+  description: With O(read_config), the source's C(config.json), parsed; null when it could not be read.
+  returned: when O(read_config) is true
+  type: dict
+  sample: {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168, "target_hidden_size": 7168}
+config_location:
+  description: With O(read_config), where C(config.json) was read (a path, or a URL without credentials).
+  returned: when O(read_config) is true
+  type: str
+config_error:
+  description: With O(read_config), why C(config.json) could not be read (it names the path or URL); null when it was.
+  returned: when O(read_config) is true
+  type: str
 error:
   description: Why no size was read (it names the path or URL); null when it was.
   returned: always
@@ -129,11 +157,15 @@ SOURCE_DEFAULTS = {"parallel": 1, "manifest": "SHA256SUMS", "link_mode": "copy"}
 
 
 def read_source_index(params):
-    """dict ``index``, ``total_size_bytes``, ``shards``, ``error`` for the source ``params`` names."""
+    """dict ``index``, ``total_size_bytes``, ``shards``, ``error`` for the source ``params`` names; with
+    ``read_config`` also ``config``, ``config_location`` and ``config_error``."""
     out = {"index": None, "total_size_bytes": None, "shards": None, "error": None}
     missing = {"http": "url", "hf": "hf_repo_id"}.get(params["source"])
     if missing and not params.get(missing):
         out["error"] = "source %s without %s: no %s to read" % (params["source"], missing, INDEX_NAME)
+        if params.get("read_config"):
+            out.update(config=None, config_location=None,
+                       config_error="source %s without %s: no config.json to read" % (params["source"], missing))
         return out
     source = make_source(dict(SOURCE_DEFAULTS, **params))
     out["index"] = source.index_location()
@@ -141,6 +173,12 @@ def read_source_index(params):
         out.update(source.read_index())
     except StageError as exc:
         out["error"] = "; ".join(exc.problems)
+    if params.get("read_config"):
+        out.update(config=None, config_location=None, config_error=None)
+        try:
+            out["config"], out["config_location"] = source.read_config()
+        except StageError as exc:
+            out["config_error"] = "; ".join(exc.problems)
     return out
 
 
@@ -156,6 +194,7 @@ def main():
             hf_repo_id=dict(type="str"),
             hf_revision=dict(type="str"),
             hf_endpoint=dict(type="str", default=""),
+            read_config=dict(type="bool", default=False),
             timeout=dict(type="int", default=60),
             retries=dict(type="int", default=1),
             retry_delay=dict(type="float", default=1.0),

@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: model_stage
-short_description: Stage a sharded safetensors checkpoint into the model store, verify it, activate it atomically
+short_description: Stage a safetensors checkpoint into the model store, verify it, activate it atomically
 description:
   - Brings a model directory into C(<store>/<name>/<revision>.partial/) from a local or mounted directory
     (O(source=path)), a plain HTTP(S) mirror with a sha256 manifest (O(source=http)) or the Hugging Face Hub through a
@@ -19,6 +19,12 @@ description:
     cover the data bytes exactly, tensors listed in the index), the sha256 manifest, C(config.json) and
     C(tokenizer*.json) (non-empty valid JSON), writes C(<revision>/.manifest.json), renames the directory to
     C(<store>/<name>/<revision>/) and flips the C(<store>/<name>/current) symlink with an atomic rename.
+  - A single-file checkpoint (C(config.json) and one C(model.safetensors), no C(model.safetensors.index.json), as
+    EAGLE-3 draft models ship) is staged too. Its weight map and size come from the safetensors header of
+    C(model.safetensors) (O(source=http) and O(source=hf) read only the header, with HTTP C(Range) requests, before
+    anything moves). The staged file is verified the same way, against that header, and no index file is written into
+    the revision. Several C(.safetensors) files and no index are refused, naming the files (which file holds which
+    tensor is ambiguous).
   - Refuses a checkpoint that lacks a non-weight file its own configs require, naming it and why. The set is the
     C(auto_map) modules of config.json, tokenizer_config.json and the processor configs, every module they import
     relatively (Kimi's C(tokenization_kimi.py) imports C(tool_declaration_ts.py)), the tokenizer class's
@@ -55,7 +61,9 @@ options:
     choices: [path, http, hf]
     default: path
   source_path:
-    description: Directory holding C(model.safetensors.index.json), the shards, C(config.json) and tokenizer files.
+    description:
+      - Directory holding C(model.safetensors.index.json), the shards, C(config.json) and tokenizer files; or, for a
+        single-file checkpoint, C(model.safetensors) without an index.
     type: path
   url:
     description:
@@ -161,7 +169,8 @@ notes:
   - Top-level regular files of O(source_path) (or files listed in the manifest for O(source=http), or in the Hub's
     listing for O(source=hf)) are staged, except
     hidden files and weight files (C(.safetensors), C(.bin), C(.pt), C(.pth), C(.gguf), C(.h5), C(.msgpack), C(.ckpt))
-    not named in the index; they are listed in RV(skipped).
+    not named in the index (for a single-file checkpoint, other than C(model.safetensors)); they are listed in
+    RV(skipped).
   - O(token) and O(headers) are never logged or put into messages.
 author:
   - sglang-ansible contributors (!UNKNOWN)
@@ -213,7 +222,7 @@ activated:
   type: bool
   sample: true
 shards:
-  description: Number of shards named in the index.
+  description: Number of shards named in the index (1 for a single-file checkpoint).
   returned: always
   type: int
   sample: 64

@@ -139,3 +139,44 @@ def test_the_staging_flow_never_asks_which_kind_of_source_it_has():
     for cls in model_sources.SOURCES.values():
         for method in ("missing_tools", "plan", "still_valid", "partial_bytes", "check_room", "transfer"):
             assert callable(getattr(cls, method)), (cls, method)
+
+
+@pytest.fixture(params=["path", "http", "hf"])
+def single_source(request, tmp_path, monkeypatch):
+    """A single-file checkpoint (test_model_stage_single.draft: config.json, model.safetensors, training_state.pt,
+    SHA256SUMS) served each way; the http mirror is a Range-capable http.server, the hf resolve URL the fake hub."""
+    from test_model_stage_single import COMMIT, REPO, RangeServer, write_draft
+    from fake_hub import FakeHub
+    draft = write_draft(tmp_path / "draft")
+    kind = request.param
+    p = dict(PARAMS, source=kind)
+    server = None
+    if kind == "path":
+        p["source_path"] = str(draft)
+    elif kind == "http":
+        server = RangeServer(draft)
+        p["url"] = server.url
+    else:
+        server = FakeHub(str(draft), repo=REPO, commit=COMMIT).start()
+        helper = tmp_path / "stub_helper.py"
+        helper.write_text(STUB)
+        monkeypatch.setenv("STUB_SOURCE", str(draft))
+        monkeypatch.setenv("STUB_LOG", str(tmp_path / "stub.json"))
+        p.update(hf_helper=str(helper), hf_repo_id=REPO, hf_revision=COMMIT, hf_endpoint=server.url)
+    yield model_sources.make_source(p), draft
+    if server is not None:
+        server.stop()
+
+
+def test_every_source_plans_a_single_file_checkpoint_from_its_header(single_source):
+    from safetensors.numpy import load_file
+    source, draft = single_source
+    total = sum(t.nbytes for t in load_file(str(draft / "model.safetensors")).values())
+    figures = source.read_index()
+    assert figures["total_size_bytes"] == total and figures["shards"] == 1
+    assert figures["index"].endswith("/model.safetensors")
+    plan = source.plan()
+    assert plan["index"]["shards"] == ["model.safetensors"] and plan["index"]["total_size"] == total
+    assert sorted(set(plan["files"]) - {"SHA256SUMS"}) == ["config.json", "model.safetensors"]  # no index file
+    assert plan["skipped"] == ["training_state.pt"]
+    assert plan["sizes"]["model.safetensors"] == os.path.getsize(str(draft / "model.safetensors"))

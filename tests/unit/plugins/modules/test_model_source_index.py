@@ -218,3 +218,123 @@ def test_hf_sends_the_token_to_the_hub_only_not_to_the_cdn_it_redirects_to(check
         ("/api/resolve-cache/" + INDEX, "Bearer hf_s3cr3t"),  # a redirect on the Hub's own host keeps it
         ("/signed/" + INDEX, None),
     ]
+
+
+# ---------------------------------------------------------------- single-file checkpoints (an EAGLE-3 draft)
+
+DRAFT_TENSORS = {"fc.weight": ((128, 384), "float32"), "midlayer.mlp.down_proj.weight": ((256, 512), "float16"),
+                 "d2t": ((64,), "int64")}
+DRAFT_BYTES = 128 * 384 * 4 + 256 * 512 * 2 + 64 * 8
+SINGLE = "model.safetensors"
+
+
+@pytest.fixture
+def draft(tmp_path):
+    """config.json and one model.safetensors, no index (lightseekorg/kimi-k2.5-eagle3's layout)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+    root = tmp_path / "draft"
+    root.mkdir()
+    save_file(dict((name, np.ones(shape, dtype=dtype)) for name, (shape, dtype) in DRAFT_TENSORS.items()),
+              str(root / SINGLE))
+    (root / "config.json").write_text("{}")
+    return root
+
+
+def test_path_sizes_a_single_file_checkpoint_by_its_header(draft, module_runner):
+    result = read(module_runner, source="path", source_path=str(draft))
+    assert result == {"changed": False, "index": str(draft / SINGLE), "total_size_bytes": DRAFT_BYTES, "shards": 1,
+                      "error": None}
+
+
+def test_path_refuses_several_safetensors_files_without_an_index(draft, module_runner):
+    (draft / "extra.safetensors").write_bytes((draft / SINGLE).read_bytes())
+    result = read(module_runner, source="path", source_path=str(draft))
+    assert result["total_size_bytes"] is None
+    assert result["error"] == (
+        "%s: has no %s but 2 safetensors files (extra.safetensors, %s): without the index which file holds which "
+        "tensor is ambiguous; stage a sharded checkpoint with its %s, or a single %s" % (draft, INDEX, SINGLE, INDEX,
+                                                                                        SINGLE))
+
+
+def test_http_sizes_a_single_file_checkpoint_by_two_ranged_gets_of_its_header(draft, module_runner):
+    from test_model_stage_single import RangeServer, header_bytes
+    server = RangeServer(draft)
+    try:
+        result = read(module_runner, source="http", url=server.url)
+    finally:
+        server.stop()
+    assert result["index"] == server.url + "/" + SINGLE
+    assert result["total_size_bytes"] == DRAFT_BYTES and result["shards"] == 1 and result["error"] is None
+    head = header_bytes(draft / SINGLE)
+    assert [(g[0], g[1], g[2], g[3]) for g in server.gets] == [
+        ("/" + INDEX, None, 404, 0), ("/" + SINGLE, "bytes=0-7", 206, 8),
+        ("/" + SINGLE, "bytes=8-%d" % (head - 1), 206, head - 8)]
+
+
+def test_http_without_index_or_single_file_reports_the_index(checkpoint, mirror, module_runner):
+    (checkpoint / INDEX).unlink()
+    result = read(module_runner, source="http", url=mirror.url)
+    assert result["total_size_bytes"] is None
+    assert result["error"].startswith(INDEX + ": HTTP 404 Not Found (not on the mirror) from %s/%s" % (mirror.url,
+                                                                                                        INDEX))
+    assert sorted((r[1], r[3]) for r in requests(mirror, 2)) == [("/" + SINGLE, 404), ("/" + INDEX, 404)]
+
+
+def test_http_index_that_fails_otherwise_is_not_replaced_by_the_header(draft, module_runner):
+    (draft / INDEX).write_text("<html>login</html>")
+    with FakeHub(str(draft)) as server:
+        result = read(module_runner, source="http", url=server.url)
+        assert result["error"].startswith(server.url + "/" + INDEX + ": ")
+        assert [r[1] for r in requests(server)] == ["/" + INDEX]
+
+
+def test_hf_sizes_a_single_file_revision_by_its_header(draft, module_runner):
+    from test_model_stage_single import header_bytes
+    with FakeHub(str(draft), repo=REPO, commit=COMMIT, require_token="hf_s3cr3t") as server:
+        result = read(module_runner, source="hf", hf_repo_id=REPO, revision=COMMIT, hf_endpoint=server.url,
+                      token="hf_s3cr3t")
+        # the fake hub answers a closed range with the whole file (read only as far as needed, then closed) and
+        # records a request once its answer is sent, so maybe out of order
+        assert sorted((r[1], r[2] or "") for r in requests(server, 3)) == sorted([
+            ("/%s/resolve/%s/%s" % (REPO, COMMIT, INDEX), ""),
+            ("/%s/resolve/%s/%s" % (REPO, COMMIT, SINGLE), "bytes=0-7"),
+            ("/%s/resolve/%s/%s" % (REPO, COMMIT, SINGLE), "bytes=8-%d" % (header_bytes(draft / SINGLE) - 1))])
+    assert result["index"] == "%s/%s/resolve/%s/%s" % (server.url, REPO, COMMIT, SINGLE)
+    assert result["total_size_bytes"] == DRAFT_BYTES and result["shards"] == 1 and result["error"] is None
+
+
+
+DRAFT_CONFIG = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168, "target_hidden_size": 7168}
+
+
+def test_read_config_reads_config_json_from_every_source_the_same_way(draft, module_runner):
+    """With read_config the source's config.json comes back parsed, from the same place, with the same token: an
+    EAGLE3 draft is judged against its model by both (preflight), before either is staged."""
+    (draft / "config.json").write_text(json.dumps(DRAFT_CONFIG))
+    result = read(module_runner, source="path", source_path=str(draft), read_config=True)
+    assert result["config"] == DRAFT_CONFIG and result["config_location"] == str(draft / "config.json")
+    assert result["config_error"] is None and result["total_size_bytes"] == DRAFT_BYTES
+    with FakeHub(str(draft)) as server:
+        result = read(module_runner, source="http", url=server.url, read_config=True)
+        assert result["config"] == DRAFT_CONFIG and result["config_location"] == server.url + "/config.json"
+    with FakeHub(str(draft), repo=REPO, commit=COMMIT, require_token="hf_s3cr3t") as server:
+        result = read(module_runner, source="hf", hf_repo_id=REPO, revision=COMMIT, hf_endpoint=server.url,
+                      token="hf_s3cr3t", read_config=True)
+        assert result["config"] == DRAFT_CONFIG
+        assert result["config_location"] == "%s/%s/resolve/%s/config.json" % (server.url, REPO, COMMIT)
+        assert "hf_s3cr3t" not in json.dumps(result)
+    # without the option nothing more is read or returned
+    assert "config" not in read(module_runner, source="path", source_path=str(draft))
+
+
+def test_read_config_says_why_a_config_json_cannot_be_read(draft, module_runner, tmp_path):
+    (draft / "config.json").write_text("<html>login</html>")
+    result = read(module_runner, source="path", source_path=str(draft), read_config=True)
+    assert result["config"] is None and result["config_error"].startswith(str(draft / "config.json") + " is not JSON")
+    (draft / "config.json").unlink()
+    with FakeHub(str(draft)) as server:
+        result = read(module_runner, source="http", url=server.url, read_config=True)
+        assert result["config"] is None and "HTTP 404" in result["config_error"]
+    result = read(module_runner, source="http", read_config=True)
+    assert result["config_error"] == "source http without url: no config.json to read"
