@@ -20,6 +20,7 @@ refers to a path inside it uses ``/srv/sandbox/...``.
     debian-repo/                 the node's Debian mirror: real Debian 12 packages the product installs from the
                                  distribution (g++ and its closure; distro_repo.py)
     models/Kimi-K2.5/            small real-format checkpoint + index + config + SHA256SUMS
+    models/kimi-k2.5-eagle3/     its EAGLE3 draft as published: config + one model.safetensors (no index) + SHA256SUMS
     git/flashinfer.git           bare repo, tag v0.7.2 (with FlashInfer 0.7.2's own arch-flag code, real_sources.py)
     git/sglang.git               bare repo from sglang_sim.build_repo (skipped with a warning if absent)
     wheelhouse/router/           the real sglang-router 0.3.2 wheel and its pinned closure (router host)
@@ -191,6 +192,14 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
         return "%s %d shards, total_size %d %s" % (_node(d, out), s["num_shards"], s["total_size"],
                                                    "(rebuilt)" if s["rebuilt"] else "(unchanged)")
 
+    def draft():
+        import checkpoint
+        d = out / "models" / "kimi-k2.5-eagle3"
+        s = checkpoint.make_draft(d, force=force)
+        manifest["artifacts"]["draft_model"] = {"path": _node(d, out), "total_size": s["total_size"],
+                                                "tensors": s["tensors"]}
+        return "%s total_size %d %s" % (_node(d, out), s["total_size"], "(rebuilt)" if s["rebuilt"] else "(unchanged)")
+
     def flashinfer():
         g = out / "git" / "flashinfer.git"
         sha = fake_sources.build_flashinfer_repo(g, tag="v0.7.2", force=force)
@@ -263,6 +272,7 @@ def build_all(out=None, shard_mb=2, shards=64, force=False, sglang_snapshot=None
     step("wheelhouse/flashinfer-jit-cache", flashinfer_jit_cache)
     step("debian-repo", debian)
     step("models/Kimi-K2.5", model)
+    step("models/kimi-k2.5-eagle3", draft)
     step("git/flashinfer.git", flashinfer)
     step("git/sglang.git", sglang)
     _write_if_changed(out / "MANIFEST.json", (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())

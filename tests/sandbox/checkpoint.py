@@ -32,6 +32,9 @@ expert count per layer is chosen to fill the budget.
 Deterministic: same arguments -> byte-identical files (seeded numpy RNG, fixed ordering). Idempotent: a stamp
 ``<out_dir>/../.<name>.stamp`` holds the recipe hash and file sizes; a match means nothing is written.
 
+``make_draft(out_dir)`` writes an EAGLE3 draft for it the way such drafts are published (lightseekorg/kimi-k2.5-eagle3:
+``config.json`` with ``LlamaForCausalLMEagle3``, one ``model.safetensors``, no index), plus SHA256SUMS.
+
 CLI: ``python tests/sandbox/checkpoint.py OUT [--shards N] [--shard-mb X]``
 """
 
@@ -201,14 +204,14 @@ def _save(path, tensors, metadata):
     except ImportError:
         TensorSpec = None
     if TensorSpec is not None:
-        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32"}
+        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32", "I64": "int64", "BOOL": "bool"}
         specs = {n: TensorSpec(dtype=names[d], shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
                  for n, d, a in tensors}
         serialize_file(specs, str(path), metadata=metadata)
         return
     try:
         from safetensors import serialize_file  # older API: dicts with raw bytes
-        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32"}
+        names = {"BF16": "bfloat16", "F32": "float32", "I32": "int32", "I64": "int64", "BOOL": "bool"}
         serialize_file({n: {"dtype": names[d], "shape": list(a.shape), "data": a.tobytes()}
                         for n, d, a in tensors}, str(path), metadata=metadata)
     except ImportError:
@@ -456,6 +459,14 @@ def _stamp_ok(out_dir: Path, recipe):
     return st
 
 
+def _unchanged(out_dir, recipe):
+    """The stamp's summary (``rebuilt`` False) when ``out_dir`` already holds what ``recipe`` writes, else None."""
+    st = _stamp_ok(out_dir, recipe)
+    if st is not None:
+        st["rebuilt"] = False
+    return st
+
+
 def make_checkpoint(out_dir, num_shards=64, shard_bytes=2 * 1024 * 1024, name_format=DEFAULT_NAME_FORMAT,
                     force=False):
     """Write the checkpoint; returns a summary dict (with "rebuilt": False when the stamp matched)."""
@@ -463,11 +474,9 @@ def make_checkpoint(out_dir, num_shards=64, shard_bytes=2 * 1024 * 1024, name_fo
     if num_shards < 1:
         raise ValueError("num_shards must be >= 1")
     recipe = _recipe(num_shards, shard_bytes, name_format)
-    if not force:
-        st = _stamp_ok(out_dir, recipe)
-        if st is not None:
-            st["rebuilt"] = False
-            return st
+    unchanged = None if force else _unchanged(out_dir, recipe)
+    if unchanged:
+        return unchanged
     out_dir.mkdir(parents=True, exist_ok=True)
     layers, experts = choose_shape(num_shards, shard_bytes)
     spec, head_len = build_spec(layers, experts)
@@ -510,6 +519,83 @@ def make_checkpoint(out_dir, num_shards=64, shard_bytes=2 * 1024 * 1024, name_fo
     files["SHA256SUMS"] = (out_dir / "SHA256SUMS").stat().st_size
     summary = {"recipe": recipe, "dir": str(out_dir), "num_shards": num_shards, "layers": layers,
                "experts": experts, "tensors": len(weight_map), "total_size": total_size, "files": files}
+    _stamp_path(out_dir).write_text(json.dumps(summary, indent=1) + "\n")
+    summary["rebuilt"] = True
+    return summary
+
+
+# ------------------------------------------------------------------------------------------- the EAGLE3 draft
+DRAFT_VOCAB = 64            # draft_vocab_size (real: 32000); its lm_head predicts only these tokens
+DRAFT_INTER = 512           # 18432 (a dense Llama MLP)
+# The target layers whose hidden states the draft reads (3 of 61, as SpecForge picks low/middle/high).
+AUX_LAYERS = [2, 30, 58]
+
+
+def draft_config_json():
+    """config.json of an EAGLE3 draft for Kimi-K2.5 in the shape lightseekorg/kimi-k2.5-eagle3 ships (SpecForge's
+    LlamaForCausalLMEagle3: one Llama decoder layer over the concatenated target hidden states, its own small
+    vocabulary mapped back by d2t), miniature like the target: hidden and target_hidden_size are the target's."""
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
+        "hidden_size": HIDDEN, "target_hidden_size": HIDDEN, "intermediate_size": DRAFT_INTER,
+        "num_hidden_layers": 1, "num_attention_heads": HEADS, "num_key_value_heads": HEADS,
+        "head_dim": HIDDEN // HEADS, "hidden_act": "silu", "max_position_embeddings": 262144,
+        "rms_norm_eps": 1e-05, "rope_theta": 50000.0, "tie_word_embeddings": False,
+        "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": AUX_LAYERS, "use_aux_hidden_state": True},
+        "bos_token_id": 163584, "eos_token_id": 163585, "pad_token_id": 163839, "torch_dtype": "bfloat16",
+    }
+
+
+def draft_spec():
+    """(name, dtype, shape) of the draft's tensors, SpecForge's names: fc, midlayer.*, norm, lm_head, d2t, t2d."""
+    head_dim = HIDDEN // HEADS
+    spec = [("d2t", "I64", [DRAFT_VOCAB]), ("t2d", "BOOL", [VOCAB]),
+            ("fc.weight", "BF16", [HIDDEN, HIDDEN * len(AUX_LAYERS)]),
+            ("midlayer.hidden_norm.weight", "BF16", [HIDDEN]), ("midlayer.input_layernorm.weight", "BF16", [HIDDEN])]
+    for proj, shape in (("q_proj", [HEADS * head_dim, 2 * HIDDEN]), ("k_proj", [HEADS * head_dim, 2 * HIDDEN]),
+                        ("v_proj", [HEADS * head_dim, 2 * HIDDEN]), ("o_proj", [HIDDEN, HEADS * head_dim])):
+        spec.append(("midlayer.self_attn.%s.weight" % proj, "BF16", shape))
+    spec += [("midlayer.post_attention_layernorm.weight", "BF16", [HIDDEN]),
+             ("midlayer.mlp.gate_proj.weight", "BF16", [DRAFT_INTER, HIDDEN]),
+             ("midlayer.mlp.up_proj.weight", "BF16", [DRAFT_INTER, HIDDEN]),
+             ("midlayer.mlp.down_proj.weight", "BF16", [HIDDEN, DRAFT_INTER]),
+             ("norm.weight", "BF16", [HIDDEN]), ("lm_head.weight", "BF16", [DRAFT_VOCAB, HIDDEN])]
+    return spec
+
+
+def make_draft(out_dir, force=False):
+    """Write the EAGLE3 draft as such drafts are published: config.json and one model.safetensors, no index (SGLang
+    globs the directory's *.safetensors), plus SHA256SUMS for an http source. Same stamp as make_checkpoint."""
+    out_dir = Path(out_dir)
+    recipe = _recipe(1, 0, "draft")
+    unchanged = None if force else _unchanged(out_dir, recipe)
+    if unchanged:
+        return unchanged
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(SEED + 1)
+    tensors = []
+    for name, dtype, shape in draft_spec():
+        if name == "d2t":  # draft token i is target token i + d2t[i]: the draft's vocabulary, spread out
+            arr = np.arange(DRAFT_VOCAB, dtype=np.int64) * (VOCAB // DRAFT_VOCAB - 1)
+        elif name == "t2d":
+            arr = np.zeros(VOCAB, dtype=np.uint8)
+            arr[np.arange(DRAFT_VOCAB) * (VOCAB // DRAFT_VOCAB)] = 1
+        else:
+            arr = np.ascontiguousarray(_data(rng, name, dtype, shape))
+        tensors.append((name, dtype, arr))
+    files = {}
+    tmp = out_dir / "model.safetensors.partial"
+    _save(tmp, tensors, {"format": "pt"})
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, out_dir / "model.safetensors")
+    (out_dir / "config.json").write_text(json.dumps(draft_config_json(), indent=2) + "\n")
+    for name in ("model.safetensors", "config.json"):
+        files[name] = (out_dir / name).stat().st_size
+    (out_dir / "SHA256SUMS").write_text("".join("%s  %s\n" % (_sha256(out_dir / n), n) for n in sorted(files)))
+    files["SHA256SUMS"] = (out_dir / "SHA256SUMS").stat().st_size
+    summary = {"recipe": recipe, "dir": str(out_dir), "tensors": len(tensors),
+               "total_size": sum(a.nbytes for _n, _d, a in tensors), "files": files}
     _stamp_path(out_dir).write_text(json.dumps(summary, indent=1) + "\n")
     summary["rebuilt"] = True
     return summary

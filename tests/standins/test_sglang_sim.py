@@ -776,3 +776,36 @@ def test_an_over_length_input_is_the_clients_400_with_0_5_23s_body(start, ckpt):
     assert status == 400 and json.loads(body)["error"]["message"].startswith("The input (")
     assert "[http_server] Error: The input (" in sim.log
     assert post("/v1/chat/completions", {"model": "m", "messages": short, "max_tokens": 8})[0] == 200
+
+
+def test_an_eagle3_draft_loads_after_the_target_and_before_the_kv_pool(start, tmp_path):
+    """0.5.23's init_model_worker: the target's weights, then maybe_init_draft_worker (the draft's own ModelRunner:
+    its config.json, then its own Load weight begin/end with the draft's architecture), then the KV pools. The draft
+    as published: one model.safetensors and no index. A draft path without a config.json fails in the scheduler,
+    after the target's weights were read."""
+    sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
+    try:
+        import checkpoint
+    finally:
+        sys.path.pop(0)
+    ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
+    draft = tmp_path / "kimi-k2.5-eagle3"
+    checkpoint.make_draft(str(draft))
+    spec = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", "3"]
+    sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", *spec,
+                 "--speculative-draft-model-path", str(draft)])
+    sim.wait_ready(30)
+    log = sim.log
+    order = ["TP0] Load weight begin.", "TP0] Load weight end. elapsed=", "type=KimiK25ForConditionalGeneration",
+             "TP0] Load weight begin.", "type=LlamaForCausalLMEagle3", "TP0] KV Cache is allocated."]
+    at = 0
+    for text in order:  # each after the one before (index raises otherwise)
+        at = log.index(text, at) + 1
+    assert log.count("TP1] Load weight end.") == 2
+    (tmp_path / "empty").mkdir()
+    bad = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", *spec,
+                 "--speculative-draft-model-path", str(tmp_path / "empty")])
+    bad.wait_exit(30)
+    assert "type=KimiK25ForConditionalGeneration" in bad.log
+    assert "Scheduler hit an exception" in bad.log and "does not appear to have a file named config.json" in bad.log

@@ -203,6 +203,7 @@ def launch_subprocesses(args, hf_config):
         "cuda_graph_max_bs_decode": args.cuda_graph_max_bs_decode,
         "speculative": bool(args.speculative_algorithm),
         "num_tokens_per_req": (args.speculative_num_draft_tokens or 1) if args.speculative_algorithm else 1,
+        "draft_model_path": args.speculative_draft_model_path if args.speculative_algorithm else None,
         "enable_hierarchical_cache": bool(args.enable_hierarchical_cache), "hicache_size": args.hicache_size,
         "hicache_ratio": args.hicache_ratio, "hicache_host_memory_mode": args.hicache_host_memory_mode,
         "hicache_host_memory_fraction": (None if (args.hicache_ratio is not None or (args.hicache_size or 0) > 0)

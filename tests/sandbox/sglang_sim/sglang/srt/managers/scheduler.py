@@ -171,6 +171,29 @@ class Scheduler:
                     f"{quant_str + ', ' if quant_str else ''}"
                     f"avail mem={self.avail:.2f} GB, mem usage={before - self.avail:.2f} GB.")
         self.set_phase("weights_loaded")
+        if cfg.get("draft_model_path"):
+            self.load_draft_model()
+
+    def load_draft_model(self):
+        """``maybe_init_draft_worker`` (managers/scheduler.py, after the target's weights and before the KV pools): the
+        EAGLE3 draft worker builds its own ModelRunner (``is_draft_worker``), which reads the draft's config.json and
+        logs its own ``Load weight begin``/``Load weight end`` (type = the draft's architecture); its weights come out
+        of the memory the KV pool is then sized from. Every rank reads the draft's files; rank 0 draws the bar."""
+        from sglang.srt.entrypoints.engine import get_config
+
+        path = self.cfg["draft_model_path"]
+        draft = get_config(path)
+        logger.info(f"Load weight begin. avail mem={self.avail:.2f} GB")
+        tic = time.perf_counter()
+        before = self.avail
+        files = weight_utils.shard_files(path)
+        total = sum(os.path.getsize(f) for f in files)
+        share = gib(total) / self.tp_size / max(len(files), 1)
+        weight_utils.iterate_shards(files, multithread=self.cfg["multithread_load"],
+                                    after_shard=lambda i: self.use(share), show=self.tp_rank == 0)
+        arch = (draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
+        logger.info(f"Load weight end. elapsed={time.perf_counter() - tic:.2f} s, type={arch}, "
+                    f"avail mem={self.avail:.2f} GB, mem usage={before - self.avail:.2f} GB.")
 
     def init_memory_pool(self):
         barrier(self.cfg, "kv_pool")  # the KV pool is sized by a MIN all-reduce over the ranks

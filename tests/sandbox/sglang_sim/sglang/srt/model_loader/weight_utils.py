@@ -9,6 +9,7 @@ Error messages follow the safetensors package: by default the current wording
 ``safetensors._safetensors_rust.SafetensorError``); ``SGLANG_SIM_SAFETENSORS_STYLE=legacy`` gives the
 older Debug names (``MetadataIncompleteBuffer``, class ``safetensors_rust.SafetensorError``).
 """
+import glob
 import json
 import mmap
 import os
@@ -117,7 +118,11 @@ def read_index(model_path):
 
 def shard_files(model_path):
     """The index's shards, refused before any is read when one is not on disk (0.5.23
-    ``filter_duplicate_safetensors_files``: "Fail fast if the index references shard files that are not on disk")."""
+    ``filter_duplicate_safetensors_files``: "Fail fast if the index references shard files that are not on disk").
+    Without an index (a single-file checkpoint: an EAGLE3 draft's ``model.safetensors``), every ``*.safetensors`` of
+    the directory, as ``filter_duplicate_safetensors_files`` returns the glob unchanged then."""
+    if not os.path.isfile(os.path.join(model_path, "model.safetensors.index.json")):
+        return sorted(glob.glob(os.path.join(model_path, "*.safetensors")))
     index = read_index(model_path)
     files = sorted({os.path.join(model_path, f) for f in index["weight_map"].values()})
     missing_files = [f for f in files if not os.path.isfile(f)]
