@@ -6,7 +6,8 @@
 ``capacity | preflight_model_size(source_index, preferred=..., fallback_gb=...)`` -> the capacity whose ``model`` is
 the weights' size preflight budgets with (module_utils/model_index.py ``model_weights``): an index of ``preferred``,
 the source's (model_stage's plan read it on the node), the served model's, else the fallback figure, saying which.
-``capacity | preflight_host_errors(options, gpu_facts=..., ...)`` -> list of messages (empty = fits).
+``capacity | preflight_host_errors(options, gpu_facts=..., ...)`` -> list of messages (empty = fits): the weights
+(with an EAGLE3 draft's) in the GPUs' mem-fraction-static, HiCache's host memory, /dev/shm.
 ``capacity | hicache_budget(options, gpu_facts=..., ...)`` -> the figures (module_utils/hicache.py).
 """
 
@@ -17,7 +18,8 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import GIB, hicache_budget as _budget, ranks_on_host, shm_errors
+from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import (
+    GIB, device_weights_errors, hicache_budget as _budget, ranks_on_host, shm_errors)
 from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import model_weights
 
 
@@ -27,14 +29,26 @@ def _weights(capacity, fallback_gb):
     return model if "source" in model else model_weights(model, fallback_gb=fallback_gb)
 
 
-def preflight_model_size(capacity, source_index=None, preferred=(), fallback_gb=0):
-    """The host_capacity result with ``model`` replaced by the figure preflight budgets disk and HiCache with."""
+def preflight_model_size(capacity, source_index=None, preferred=(), fallback_gb=0, draft_index=None):
+    """The host_capacity result with ``model`` replaced by the figure preflight budgets disk and GPU memory with.
+
+    ``draft_index``: model_source_index's answer for the EAGLE3 draft (model_stage's plan), whose weights load beside
+    the model's: its size is added (``draft_bytes``) and named in ``source``; unreadable, it adds nothing (the draft
+    check refuses a draft whose config.json cannot be read)."""
     if not isinstance(capacity, dict) or capacity.get("failed"):
         return capacity
-    if source_index is not None and not isinstance(source_index, dict):
-        raise AnsibleFilterError("preflight_model_size expects model_source_index's answer as a dict, got %s"
-                                 % type(source_index).__name__)
-    return dict(capacity, model=model_weights(capacity.get("model"), source_index, preferred or (), fallback_gb))
+    for name, value in (("source_index", source_index), ("draft_index", draft_index)):
+        if value is not None and not isinstance(value, dict):
+            raise AnsibleFilterError("preflight_model_size expects model_source_index's answer as a dict for %s, got %s"
+                                     % (name, type(value).__name__))
+    model = model_weights(capacity.get("model"), source_index, preferred or (), fallback_gb)
+    draft_bytes = (draft_index or {}).get("total_size_bytes")
+    if draft_bytes:
+        model = dict(model, total_size_bytes=int(model["total_size_bytes"]) + int(draft_bytes),
+                     draft_bytes=int(draft_bytes),
+                     source="%s, + the EAGLE3 draft's %s (%s)" % (
+                         model["source"], _gb(draft_bytes), draft_index.get("index") or "its index"))
+    return dict(capacity, model=model)
 
 
 def _gpu_memory_bytes(gpu_facts):
@@ -72,6 +86,9 @@ def preflight_host_errors(capacity, options, gpu_facts=None, fallback_weights_gb
         return ["could not read host capacity: %s" % capacity.get("msg", "host_capacity failed")]
     errors = list(hicache_budget(capacity, options, gpu_facts, fallback_weights_gb, mem_fraction_static,
                                  allow_low_ratio)["errors"])
+    model = _weights(capacity, fallback_weights_gb)
+    errors.extend(device_weights_errors(options, _gpu_memory_bytes(gpu_facts), model["total_size_bytes"],
+                                        mem_fraction_static, model["source"]))
     shm = capacity.get("shm") or {}
     errors.extend(shm_errors(shm.get("size_bytes"), ranks_on_host(options), float(shm_min_gib or 0) * GIB,
                              shm.get("path", "/dev/shm")))

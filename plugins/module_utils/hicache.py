@@ -64,6 +64,26 @@ def device_kv_bytes_per_rank(gpu_memory_bytes, mem_fraction_static, weights_byte
     return max(float(gpu_memory_bytes) * float(mem_fraction_static) - share, 0.0)
 
 
+def device_weights_errors(options, gpu_memory_bytes, weights_bytes, mem_fraction_static=0.85, weights_text=""):
+    """The weights (with an EAGLE3 draft's: it loads before the KV pool is sized, srt/managers/scheduler.py
+    init_model_worker) must leave room for a device KV pool in mem-fraction-static of each GPU; every rank holds
+    its share. HiCache's ratio mode says the same in its own terms (``hicache_budget``), so it is left to it there."""
+    if not gpu_memory_bytes or not weights_bytes:
+        return []
+    if _opt(options, "enable-hierarchical-cache", False) and _opt(options, "hicache-ratio") is not None \
+            and not float(_opt(options, "hicache-size", 0) or 0) > 0:
+        return []
+    ranks = int(_opt(options, "tp-size", 1)) * int(_opt(options, "pp-size", 1))
+    fraction = float(_opt(options, "mem-fraction-static", mem_fraction_static))
+    if device_kv_bytes_per_rank(gpu_memory_bytes, fraction, weights_bytes, ranks) > 0:
+        return []
+    return ["the weights do not fit the GPUs: %.1f GB%s / %d ranks = %.1f GB per GPU, but mem-fraction-static %.2f of "
+            "a %.1f GB GPU is %.1f GB and must hold the KV pool too; SGLang would fail after loading them. Use more "
+            "ranks, a higher --mem-fraction-static or a smaller draft"
+            % (gb(weights_bytes), " (%s)" % weights_text if weights_text else "", ranks, gb(weights_bytes / ranks),
+               fraction, gb(gpu_memory_bytes), gb(gpu_memory_bytes * fraction))]
+
+
 def available_bytes(mem_available_bytes, cgroup_limit_bytes=None, cgroup_usage_bytes=None, reclaimable_bytes=0,
                     reclaimable_text="the unit being replaced"):
     """(bytes SGLang may plan with before the reserve, text saying where the figure comes from).

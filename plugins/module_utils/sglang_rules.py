@@ -263,6 +263,59 @@ def sglang_speculative_rules(options: dict, family: str | None = None) -> list[s
             % (algorithm, "/".join(archs) or "this model", ", ".join(BUNDLED_DRAFT_ARCHITECTURES[:3]) + ", ...")]
 
 
+# The EAGLE3 drafts SGLang 0.5.23 can load: the EntryClass of its srt/models/*eagle3*.py (llama_eagle3.py: SpecForge's
+# Llama layout, as lightseekorg/kimi-k2.5-eagle3 ships; kimi_k25_eagle3.py: the MLA layout of kimi-k2.5-eagle3-mla).
+# The MLA ones are in srt/configs/model_config.py's MLA list. Both read from the wheel by
+# tests/contract/test_startup_rules.py.
+EAGLE3_DRAFT_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+MLA_DRAFT_ARCHITECTURES = ("Eagle3DeepseekV2ForCausalLM",)
+
+
+def _hidden_size(config: dict):
+    """A config's hidden size: a multimodal wrapper's (Kimi-K2.5) is its text_config's."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    return config.get("hidden_size") or text.get("hidden_size")
+
+
+def sglang_draft_problems(draft: dict | None, target: dict | None, draft_is_mla: bool = False,
+                          draft_where: str = "the draft", target_where: str = "the model") -> list[str]:
+    """An EAGLE3 draft that SGLang 0.5.23 would load only to fail, judged from both config.json files before either
+    is staged. Messages, empty = fine.
+
+    * Its architecture must be one of 0.5.23's EAGLE3 drafts (``EAGLE3_DRAFT_ARCHITECTURES``): a target checkpoint or
+      a plain Llama given as the draft loads and then fails in the draft worker.
+    * The target's hidden states it reads must be the target's width: the draft's ``target_hidden_size``, else its
+      ``hidden_size``, against the target's (srt/speculative/eagle_utils.py get_draft_input_from_target_hidden_dim);
+      a draft trained for another model fails at its first forward, after both loads.
+    * ``draft_is_mla`` (sglang_service_eagle3) says no draft attention backend is needed; a non-MLA draft then
+      inherits the target's MLA backend and fails.
+    ``draft`` or ``target`` None: its config.json could not be read (the caller says why); nothing to judge."""
+    if not isinstance(draft, dict) or not isinstance(target, dict):
+        return []
+    problems = []
+    archs = draft.get("architectures") or []
+    arch = archs[0] if archs else None
+    if arch not in EAGLE3_DRAFT_ARCHITECTURES:
+        problems.append("%s is not an EAGLE3 draft SGLang 0.5.23 can load: its config.json names %s (0.5.23's EAGLE3 "
+                        "drafts: %s, srt/models/*eagle3*.py); point deployment_draft_model_repo_id at the draft "
+                        "trained for this model, not at a target"
+                        % (draft_where, arch or "no architecture", ", ".join(EAGLE3_DRAFT_ARCHITECTURES)))
+        return problems
+    wanted, target_hidden = draft.get("target_hidden_size") or draft.get("hidden_size"), _hidden_size(target)
+    if wanted and target_hidden and int(wanted) != int(target_hidden):
+        problems.append("%s reads target hidden states of width %s (its config.json's %s) but %s's hidden_size is %s: "
+                        "it was trained for another model and fails at its first forward, after both loads "
+                        "(srt/speculative/eagle_utils.py get_draft_input_from_target_hidden_dim); stage the draft "
+                        "trained for this model" % (draft_where, wanted, "target_hidden_size"
+                                                    if draft.get("target_hidden_size") else "hidden_size",
+                                                    target_where, target_hidden))
+    if draft_is_mla and arch not in MLA_DRAFT_ARCHITECTURES:
+        problems.append("sglang_service_eagle3.draft_is_mla is true but %s is %s, not an MLA draft: without "
+                        "--speculative-draft-attention-backend it inherits the target's MLA attention backend and "
+                        "fails; set draft_is_mla false" % (draft_where, arch))
+    return problems
+
+
 def sglang_startup_rules(options: dict) -> list[str]:
     """SGLang 0.5.23's post-parse start-up checks (``STARTUP_RULES``) over ``options``: messages, empty = fine."""
     opts = normalise_options(options)

@@ -65,3 +65,21 @@ def test_the_architectures_with_a_bundled_draft_are_the_wheels():
     assert lists, "no 'model_arch in [...]' list with DeepseekV3ForCausalLM in _handle_eagle_family"
     assert tuple(lists[0]) == sglang_rules.BUNDLED_DRAFT_ARCHITECTURES
     assert "KimiK25ForConditionalGeneration" not in lists[0]
+
+
+def test_the_eagle3_draft_architectures_are_the_wheels():
+    """sglang_rules.EAGLE3_DRAFT_ARCHITECTURES is every EntryClass of SGLang 0.5.23's srt/models/*eagle3*.py, and the
+    MLA ones (MLA_DRAFT_ARCHITECTURES) are exactly those srt/configs/model_config.py gives MLA attention."""
+    import ast
+
+    models = pathlib.Path(SGLANG) / "srt" / "models"
+    found = []
+    for path in sorted(models.glob("*eagle3*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EntryClass" for t in node.targets):
+                value = node.value
+                found += [e.id for e in value.elts] if isinstance(value, ast.List) else [value.id]
+    assert sorted(found) == sorted(sglang_rules.EAGLE3_DRAFT_ARCHITECTURES)
+    config = (pathlib.Path(SGLANG) / "srt" / "configs" / "model_config.py").read_text()
+    mla = [a for a in found if '"%s" in self.hf_config.architectures' % a in config]
+    assert tuple(mla) == sglang_rules.MLA_DRAFT_ARCHITECTURES

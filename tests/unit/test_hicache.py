@@ -172,3 +172,32 @@ def test_filter_counts_the_own_units_memory_from_host_capacity():
     assert r["errors"] == [] and "held by sglang-kimi.service" in r["summary"]
     r = hicache_filter.hicache_budget(dict(capacity, own_unit={}), {**KIMI, "hicache-size": 60})
     assert r["errors"]
+
+
+def test_the_weights_with_an_eagle3_draft_must_leave_room_for_a_kv_pool():
+    """Kimi-K2.5 INT4 (547 GB) on 8 RTX PRO 6000 leaves ~19 GB of KV per GPU at 0.85; an EAGLE3 draft loads before the
+    KV pool is sized (srt/managers/scheduler.py init_model_worker), so its weights come out of the same fraction."""
+    capacity = {"memory": {"available_bytes": 1000 * GB}, "shm": {"size_bytes": 64 * GIB},
+                "model": {"index": "/m/model.safetensors.index.json", "total_size_bytes": 547 * GB, "shards": 64}}
+    gpus = {"gpus": [{"memory_total_mib": 97887}] * 8}
+    opts = {"tp-size": 8}
+    sized = hicache_filter.preflight_model_size(capacity, None, fallback_gb=547,
+                                                draft_index={"index": "http://m/d/model.safetensors",
+                                                             "total_size_bytes": 6 * GB})
+    print(sized["model"]["source"])
+    assert sized["model"]["total_size_bytes"] == 553 * GB and sized["model"]["draft_bytes"] == 6 * GB
+    assert sized["model"]["source"].endswith(", + the EAGLE3 draft's 6.0 GB (http://m/d/model.safetensors)")
+    assert hicache_filter.preflight_host_errors(sized, opts, gpu_facts=gpus, shm_min_gib=1) == []
+    # a draft too large for what the model leaves: refused with every figure
+    big = hicache_filter.preflight_model_size(capacity, None, fallback_gb=547,
+                                              draft_index={"index": "/d", "total_size_bytes": 160 * GB})
+    errors = hicache_filter.preflight_host_errors(big, opts, gpu_facts=gpus, shm_min_gib=1)
+    print(errors)
+    assert len(errors) == 1
+    assert errors[0].startswith("the weights do not fit the GPUs: 707.0 GB (")
+    assert "+ the EAGLE3 draft's 160.0 GB (/d)) / 8 ranks = 88.4 GB per GPU, but mem-fraction-static 0.85 of a " \
+        "102.6 GB GPU is 87.2 GB" in errors[0]
+    # HiCache's ratio mode says it in its own words, once
+    ratio = dict(opts, **{"enable-hierarchical-cache": True, "hicache-ratio": 2})
+    errors = hicache_filter.preflight_host_errors(big, ratio, gpu_facts=gpus, shm_min_gib=1)
+    assert len(errors) == 1 and errors[0].startswith("no room for a device KV pool")
