@@ -3,11 +3,11 @@
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
     python benchmarks/rolling_redeploy.py [--clients 4]
-        [--case auth|router-down|refusals|release|crash|rollback|rotate ...]
+        [--case auth|router-down|refusals|release|crash|rollback|degenerate|rotate ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
-Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, rotate
-whatever the order given; default: all of them; "both" = release + crash):
+Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, degenerate,
+rotate whatever the order given; default: all of them; "both" = release + crash):
 
 auth     the router's and node 1's public ports: 401 without the key or with a wrong one, 200 with it; /health from
          the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file. Then
@@ -27,6 +27,10 @@ crash    every node onto r2 and model revision sandbox-r2, but node 2's release 
          (release and model) and back in rotation; the play fails naming node 2 and the verdict; 0 failed requests.
 rollback playbooks/rollback.yml -e rollback_nodes=<node 1> under load: node 1's previous generation (after crash: the release and
          model it had before crash) comes back; node 2 is not touched; 0 failed requests.
+degenerate  node 1 onto a release that loads, answers /health 200 and then writes only 'foss'
+         (0003-degenerate-moe-output.patch; sgl-project/sglang#23264): its smoke fails on the repetition, so it is
+         rolled back to the release it had and back in rotation; the play fails naming the node, "unhealthy answers"
+         and the repetition; node 2 is not switched; 0 failed requests.
 rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): a new key first while clients send
          the old one, then the old one dropped while they send the new one, then the inventory's keys back; 0 failed
          requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
@@ -62,6 +66,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATCHES = os.path.join(ROOT, "tests", "sandbox", "patches")
 R2 = os.path.join(PATCHES, "0001-release-r2-note.patch")
 CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
+DEGENERATE = os.path.join(PATCHES, "0003-degenerate-moe-output.patch")
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 
 
@@ -530,11 +535,22 @@ def journal_restarts(node, since_wall):
     return [tuple(e) for e in events]
 
 
+def journal_count(node, since_wall, text):
+    """Lines of the unit's journal on ``node`` since ``since_wall`` that hold ``text``."""
+    out = podman("exec", node, "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", "--since", "@%d" % int(since_wall))
+    return sum(1 for line in out.splitlines() if text in line)
+
+
 def health_failures(node, since_wall):
     """``Health check failed`` lines in the node's journal since ``since_wall``: /health answered 503 (the router's
     checks and anything else that probed it) because no token came back within the bound."""
-    out = podman("exec", node, "journalctl", "-u", UNIT, "-o", "cat", "--no-pager", "--since", "@%d" % int(since_wall))
-    return sum(1 for line in out.splitlines() if "Health check failed. Server couldn't get a response" in line)
+    return journal_count(node, since_wall, "Health check failed. Server couldn't get a response")
+
+
+def forced_exits(node, since_wall):
+    """SIGTERMs SGLang answered by exiting at once instead of draining: it was still UnHealthy from a /health 503
+    (tokenizer_manager.py sigterm_watchdog); the drain's own /health afterwards is what prevents it."""
+    return journal_count(node, since_wall, "Signal SIGTERM received while health check failed. Force exiting.")
 
 
 def write_times(node):
@@ -606,6 +622,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
         "requests": len(load.results), "failed": len(failed),
         "long_requests": sum(1 for r in load.results if r[1] > 5),
         "health_503": {n: health_failures(n, load_started) for n in NODES},
+        "forced_exits": {n: forced_exits(n, load_started) for n in NODES},
         "p50_ms": round(percentile(lat, 50) * 1000, 1), "p99_ms": round(percentile(lat, 99) * 1000, 1),
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
         "p99_rest_ms": p99(lambda t: t < started), "p99_prepare_ms": p99(lambda t: started <= t < first_out),
@@ -760,11 +777,42 @@ def rollback_case(args, workdir, expected=None):
     return f, problems
 
 
+def degenerate_case(args, workdir):
+    """Node 1 onto a release whose answers are garbage while /health says 200: the smoke catches it, the node is rolled
+    back and the rollout stops there (see the module docstring)."""
+    f, out = run_case("degenerate", {NODES[0]: {"sglang_build_patches": [R2, DEGENERATE]}}, args, workdir)
+    print_figures(f)
+    problems = []
+    stopped = "Rolling redeploy stopped at %s" % NODES[0]
+    message = next((line.strip() for line in out.splitlines() if stopped in line), "")
+    print("   play's message: %s" % (message[:600] or "(none)"))
+    if f["playbook_rc"] == 0:
+        problems.append("degenerate: the play succeeded although node 1's new release answers garbage")
+    if stopped not in out or "the output repeats 'foss'" not in out or "unhealthy answers" not in out:
+        problems.append("degenerate: the play does not stop at %s naming the repetition and 'unhealthy answers'"
+                        % NODES[0])
+    if f["release_after"][NODES[0]] != f["release_before"][NODES[0]]:
+        problems.append("degenerate: %s was not rolled back (%s)" % (NODES[0], f["release_after"][NODES[0]]))
+    if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
+        problems.append("degenerate: %s was switched although the rollout stopped before it" % NODES[1])
+    if not f["out_of_rotation_s"] or not any(url.endswith("%s:%d" % (NODES[0], PORT)) and secs > 0
+                                             for url, secs in f["out_of_rotation_s"].items()):
+        problems.append("degenerate: %s never left rotation" % NODES[0])
+    # 0 failed requests, no compile or staging write out of rotation (the rolled-back node's windows hold a second
+    # restart, so their length is not held to the switch's limit)
+    problems += window_problems("degenerate", f, args.max_rest_s, nodes=[])
+    if not wait_router(listed_healthy(NODES[0]), "%s back in rotation" % NODES[0]):
+        problems.append("degenerate: %s is not back in rotation" % NODES[0])
+    return problems
+
+
 def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
     print("   requests %d (%d long streaming), failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
           % (f["requests"], f["long_requests"], f["failed"], f["p50_ms"], f["p99_ms"], f["max_ms"]))
     print("   /health 503 while busy (long prefills): %s" % ", ".join("%s %d" % kv for kv in sorted(f["health_503"].items())))
+    print("   stops that force-exited (UnHealthy at SIGTERM): %s"
+          % ", ".join("%s %d" % kv for kv in sorted(f["forced_exits"].items())))
     print("   p99 at rest %s ms, while preparing %s ms, while switching %s ms"
           % (f["p99_rest_ms"], f["p99_prepare_ms"], f["p99_switch_ms"]))
     for w in f["windows"]:
@@ -805,6 +853,9 @@ def window_problems(name, f, max_rest_s, nodes=None):
                                                                            c["out_of_rotation"] or "none"))
     if f["failed"]:
         problems.append("%s: %d failed requests" % (name, f["failed"]))
+    if any(f["forced_exits"].values()):
+        problems.append("%s: a stop force-exited SGLang (still UnHealthy from a busy spell) instead of draining: %s"
+                        % (name, f["forced_exits"]))
     if not f["long_requests"]:
         problems.append("%s: the load had no long streaming request" % name)
     if not any(f["health_503"].values()):
@@ -816,7 +867,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
     ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback",
-                                           "rotate"],
+                                       "degenerate", "rotate"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -828,7 +879,8 @@ def main(argv=None):
                     help="playbook logs, inventory overlays and figures.json (default .cache/rolling, overwritten)")
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
-    cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "rotate"])
+    cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "degenerate",
+                              "rotate"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -899,6 +951,9 @@ def main(argv=None):
         f, more = rollback_case(args, workdir, expected)
         results.append(f)
         problems += more
+
+    if "degenerate" in cases:
+        problems += degenerate_case(args, workdir)
 
     if "rotate" in cases:
         problems += rotate_case(args, workdir)

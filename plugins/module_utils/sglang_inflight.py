@@ -9,6 +9,11 @@ the rest, tokenizer_manager.py sigterm_watchdog).
 
 Used by the sglang_drain module (on the node) and by sglang_router_workers' ``drain_timeout`` (on the router host,
 right after the deregistration: one module run instead of two).
+
+``health_after_drain``: a server a busy spell left ``UnHealthy`` (its ``/health`` answered 503 once, http_server.py
+health_generate) stays so until a later ``/health`` succeeds, and its SIGTERM then force-exits instead of draining
+(tokenizer_manager.py sigterm_watchdog: "Signal SIGTERM received while health check failed. Force exiting."). Out of
+rotation nobody probes it, so the drain asks once itself, the scheduler idle by then.
 """
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, NoAnswer
@@ -74,3 +79,16 @@ def wait_drained(client, timeout, metrics=IN_FLIGHT_GAUGES, poll_interval=POLL_I
                             % (client.base_url, now, waited,
                                ", ".join("%s=%g" % kv for kv in state["counts"].items()), first))
     return result
+
+
+def health_after_drain(client):
+    """One ``GET /health`` of a drained server (``client``'s timeout must exceed SGLang's own bound,
+    SGLANG_HEALTH_CHECK_TIMEOUT): its status, 200 clearing an ``UnHealthy`` left by a busy spell; None when nothing
+    answered. Never raises for a status: a 503 here is the restart's to judge."""
+    try:
+        status, _body = client.request("GET", "/health", expect=(200, 503))
+    except NoAnswer:
+        return None
+    except EndpointError as exc:
+        return str(exc)
+    return status

@@ -47,6 +47,15 @@ options:
         wait. Fails with the counts on timeout, or when the worker serves no such metrics (C(--enable-metrics)).
     type: int
     default: 0
+  health_check_timeout:
+    description:
+      - With I(drain_timeout), SGLang's own bound on C(/health) (C(SGLANG_HEALTH_CHECK_TIMEOUT),
+        deployment_health_check_timeout_s). After the drain the module asks the worker's C(/health) once, waiting 5 s longer than that. A busy spell can
+        have left SGLang 0.5.23 C(UnHealthy) (one C(/health) answered 503). It stays so until a C(/health) succeeds,
+        and out of rotation nobody probes it. A SIGTERM would then force-exit instead of draining what is still
+        streamed back (tokenizer_manager.py sigterm_watchdog). The answer is in RV(drain) (C(health_after)).
+    type: int
+    default: 20
   timeout:
     description: Seconds to wait for the router's list to agree before failing.
     type: int
@@ -106,15 +115,17 @@ waited_s:
   type: float
 drain:
   description: With I(drain_timeout), what the worker had in flight, as the sglang_drain module returns it -
-    in_flight_initial, in_flight, counts, server_down, waited_s.
+    in_flight_initial, in_flight, counts, server_down, waited_s; and health_after, the status of the C(/health)
+    asked after the drain (200 clears an C(UnHealthy) left by a busy spell; null when the worker did not answer or
+    the module ran in check mode).
   returned: when state is absent and drain_timeout is above 0
   type: dict
   sample: {"in_flight_initial": 3, "in_flight": 0, "counts": {"sglang:num_running_reqs": 0.0,
-           "sglang:num_queue_reqs": 0.0}, "server_down": false, "waited_s": 4.02}
+           "sglang:num_queue_reqs": 0.0}, "server_down": false, "waited_s": 4.02, "health_after": 200}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import wait_drained
+from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import health_after_drain, wait_drained
 from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
     EndpointError, JsonClient, normalise_url,
 )
@@ -126,18 +137,25 @@ def _summary(workers):
     return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
 
 
-def run(params, check_mode, router=None, clock=None, sleep=None, worker=None):
+def run(params, check_mode, router=None, clock=None, sleep=None, worker=None, health=None):
     """Do what the parameters ask; returns the module result dict, raises EndpointError with the evidence
     (RouterError where the router's list is the evidence).
 
-    ``router`` (a sglang_router_api.Router) and ``worker`` (an http_client.JsonClient on the worker, for the drain)
-    are made from the parameters unless given (tests)."""
+    ``router`` (a sglang_router_api.Router), ``worker`` (an http_client.JsonClient on the worker, for the drain) and
+    ``health`` (one for its /health, with SGLang's bound + 5 s as its timeout) are made from the parameters unless
+    given (tests)."""
     router = router or Router(params["router_url"], timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
     result = _rotation(params, check_mode, router, waits)
     if params["state"] == "absent" and (params.get("drain_timeout") or 0) > 0:
         worker = worker or JsonClient(params["worker_url"], timeout=params["request_timeout"])
-        result["drain"] = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
+        drain = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
+        drain["health_after"] = None
+        if not check_mode and not drain["server_down"]:
+            bound = int(params.get("health_check_timeout") or 20) + 5
+            health = health or JsonClient(params["worker_url"], timeout=bound)
+            drain["health_after"] = health_after_drain(health)
+        result["drain"] = drain
     return result
 
 
@@ -213,6 +231,7 @@ def main():
             state=dict(type="str", choices=["present", "absent"], default="present"),
             min_healthy_others=dict(type="int", default=0),
             drain_timeout=dict(type="int", default=0),
+            health_check_timeout=dict(type="int", default=20),
             timeout=dict(type="int", default=120),
             poll_interval=dict(type="float", default=0.5),
             request_timeout=dict(type="int", default=10),

@@ -252,3 +252,39 @@ def test_the_capacity_guard_refuses_to_drain_a_second_node_while_another_is_unhe
     router = FakeRouter(fleet, healthy_after=10 ** 6)
     assert sglang_router_workers.run(dict(_params("absent"), min_healthy_others=1), False, router=router,
                                      clock=Clock(), sleep=Clock().sleep)["changed"]
+
+
+def test_the_drain_asks_health_once_so_a_busy_spells_unhealthy_does_not_force_exit_the_restart():
+    """SGLang 0.5.23 stays UnHealthy after one /health 503 until a later /health succeeds, and a SIGTERM then
+    force-exits (tokenizer_manager.py sigterm_watchdog). Out of rotation nobody probes it: the drain asks once, after
+    the scheduler emptied; its answer is reported, never a failure. Not asked in check mode or of a server that is
+    down."""
+    clock = Clock()
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
+    asked = []
+
+    class Health:
+        base_url = "http://n1:30000"
+
+        def __init__(self, status):
+            self.status = status
+
+        def request(self, method, path, body=None, expect=(200,)):
+            asked.append((method, path, list(expect)))
+            return self.status, ""
+
+    params = dict(_params("absent"), drain_timeout=30, min_healthy_others=1, health_check_timeout=20)
+    result = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep,
+                                       worker=FakeServer([1, 0, 0]), health=Health(200))
+    assert asked == [("GET", "/health", [200, 503])] and result["drain"]["health_after"] == 200
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
+    result = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep,
+                                       worker=FakeServer([0, 0]), health=Health(503))
+    assert result["drain"]["health_after"] == 503  # reported, the switch goes on
+    asked.clear()
+    router = FakeRouter([{"id": "x", "url": "http://n1:30000", "is_healthy": True},
+                         {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
+    result = sglang_router_workers.run(params, True, router=router, worker=FakeServer([0]), health=Health(200))
+    assert asked == [] and result["drain"]["health_after"] is None
