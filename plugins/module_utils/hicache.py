@@ -71,7 +71,7 @@ def device_weights_errors(options, gpu_memory_bytes, weights_bytes, mem_fraction
     if not gpu_memory_bytes or not weights_bytes:
         return []
     if _opt(options, "enable-hierarchical-cache", False) and _opt(options, "hicache-ratio") is not None \
-            and not float(_opt(options, "hicache-size", 0) or 0) > 0:
+            and float(_opt(options, "hicache-size", 0) or 0) <= 0:
         return []
     ranks = int(_opt(options, "tp-size", 1)) * int(_opt(options, "pp-size", 1))
     fraction = float(_opt(options, "mem-fraction-static", mem_fraction_static))
