@@ -748,25 +748,33 @@ def sglang_checkout(tmp_path_factory):
     return _checkout(d / "sglang.git", "v0.5.23", d / "src") / "python"
 
 
-def test_the_patch_series_apply_to_the_simulator_checkout(sglang_checkout, tmp_path):
-    """The fleet's release patches (benchmarks/rolling_redeploy.py: r2, then r2 + the crash) and the releases
-    scenario's applying patch apply in order to the simulator as sglang_build checks it out; the releases scenario's
-    bad patch does not. A simulator change that breaks a patch fails here, not 10 minutes into a fleet rollout."""
-    src = sglang_checkout.parent
-    work = tmp_path / "src"
-    shutil.copytree(src, work, symlinks=True)
+# The fleet's release series (benchmarks/rolling_redeploy.py): r2 alone, r2 + the crash at shard 40, r2 + the
+# degenerate output. The crash and the degenerate patch are alternatives (both set the simulator's default fault).
+FLEET_SERIES = [["0001-release-r2-note.patch"], ["0001-release-r2-note.patch", "0002-crash-at-shard-40.patch"],
+                ["0001-release-r2-note.patch", "0003-degenerate-moe-output.patch"]]
 
-    def apply(patch):  # in the current ``work``
+
+def test_the_patch_series_apply_to_the_simulator_checkout(sglang_checkout, tmp_path):
+    """Each of the fleet's release series (FLEET_SERIES, every patch file in one of them) and the releases scenario's
+    applying patch apply in order to the simulator as sglang_build checks it out; the releases scenario's bad patch
+    does not. A simulator change that breaks a patch fails here, not 10 minutes into a fleet rollout."""
+    src = sglang_checkout.parent
+    assert sorted(p.name for p in (SANDBOX / "patches").glob("*.patch")) == sorted({p for s in FLEET_SERIES for p in s})
+
+    def apply(work, patch):
         return subprocess.run(["git", "apply", "--verbose", str(patch)], cwd=work, capture_output=True, text=True)
 
-    for patch in sorted((SANDBOX / "patches").glob("*.patch")):
-        done = apply(patch)
-        assert done.returncode == 0, "%s: %s" % (patch.name, done.stderr)
+    for n, series in enumerate(FLEET_SERIES):
+        work = tmp_path / ("series%d" % n)
+        shutil.copytree(src, work, symlinks=True)
+        for name in series:
+            done = apply(work, SANDBOX / "patches" / name)
+            assert done.returncode == 0, "%s after %s: %s" % (name, series, done.stderr)
     releases = SANDBOX.parent.parent / "molecule" / "releases" / "patches"
     work = tmp_path / "fresh"
     shutil.copytree(src, work, symlinks=True)
-    assert apply(releases / "0001-readme-note.patch").returncode == 0
-    assert apply(releases / "0002-does-not-apply.patch").returncode != 0
+    assert apply(work, releases / "0001-readme-note.patch").returncode == 0
+    assert apply(work, releases / "0002-does-not-apply.patch").returncode != 0
 
 
 @needs_gxx
