@@ -19,51 +19,6 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-DOCUMENTATION = r"""
-name: host_prerequisites_plan
-short_description: The packages a host needs before the product can build and run SGLang on it
-description:
-  - Looks the host's distribution up in the distribution map (C(host_prerequisites_distributions), keyed
-    C(<ansible_distribution>-<ansible_distribution_major_version>)) and returns the packages every host of the
-    deployment needs plus, for a GPU node, those a GPU node needs.
-  - A distribution missing from the map is a problem that names the supported ones.
-  - The other filters of this file are C(dpkg_missing) (which of the wanted packages dpkg does not list as installed)
-    and C(python_floor_problems) (an interpreter older than the pinned SGLang's Requires-Python), and
-    C(rust_toolchain_problems) (the source method without the Rust toolchain SGLang's own build needs).
-options:
-  _input:
-    description: The distribution map (name -> C(python), C(packages.all), C(packages.gpu_node)).
-    type: dict
-    required: true
-  distribution:
-    description: C(ansible_distribution), e.g. C(Debian) or C(Ubuntu).
-    type: str
-    required: true
-  major_version:
-    description: C(ansible_distribution_major_version), e.g. C(12) or C(24).
-    type: str
-    required: true
-  gpu_node:
-    description: Whether the host is a GPU node (it builds releases and runs SGLang).
-    type: bool
-    default: true
-"""
-
-EXAMPLES = r"""
-- name: Work out this host's prerequisites
-  ansible.builtin.set_fact:
-    host_prerequisites_plan: >-
-      {{ host_prerequisites_distributions | blackwell.sglang.host_prerequisites_plan(ansible_distribution,
-           ansible_distribution_major_version, gpu_node='gpu_nodes' in group_names) }}
-"""
-
-RETURN = r"""
-_value:
-  description: C(key) (the map's key), C(packages) (sorted names, empty when unsupported), C(python) (the
-    distribution's python3 version) and C(problems) (each a sentence with the fix).
-  type: dict
-"""
-
 
 def host_prerequisites_plan(distributions, distribution, major_version, gpu_node=True):
     """The packages this host needs, from the map entry of its distribution; a problem when it has none."""

@@ -32,45 +32,6 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
-DOCUMENTATION = r"""
-name: sglang_unit_environment
-short_description: The environment of the SGLang unit for one release
-description:
-  - Returns the unit's environment in the order the environment file lists it - C(HOME) and the caches under the
-    service's home, C(FLASHINFER_WORKSPACE_BASE) (the release's C(flashinfer) directory, its FlashInfer JIT cache),
-    C(CUDA_HOME), C(PATH) (the release venv's C(bin), CUDA's C(bin), then systemd's default),
-    C(FLASHINFER_CUDA_ARCH_LIST) when the runtime facts have C(flashinfer_arch_list),
-    C(NCCL_SOCKET_IFNAME)/C(GLOO_SOCKET_IFNAME) when set, C(SGLANG_HEALTH_CHECK_TIMEOUT) from
-    C(health_check_timeout_s) (deployment_health_check_timeout_s; the operator's environment may not set it, since
-    every /health probe derives its timeout from that variable) - then the operator's own environment, which wins.
-  - The same function gives the release probe its environment for a release that is not current yet, so the
-    probe sees what the server will see.
-  - C(sglang_environment_file) (the other filter of this file) renders such a dict as C(EnvironmentFile=) text.
-options:
-  _input:
-    description: >-
-      The service's runtime facts, as roles/sglang_service publishes them in C(sglang_service_runtime) - C(home),
-      C(cuda_home), C(flashinfer_arch_list), C(environment) (the operator's extra variables), C(socket_ifname).
-    type: dict
-    required: true
-  release:
-    description: The release directory (or the link to it) whose C(venv/bin) comes first on C(PATH).
-    type: str
-    required: true
-"""
-
-EXAMPLES = r"""
-- name: Publish the unit's environment
-  ansible.builtin.set_fact:
-    sglang_service_unit_environment: "{{ sglang_service_runtime | blackwell.sglang.sglang_unit_environment('/opt/sglang/current') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The environment, variable name to value, in file order.
-  type: dict
-"""
-
 # systemd's default PATH for system services (systemd.exec(5), "Environment variables in spawned processes").
 SYSTEMD_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
