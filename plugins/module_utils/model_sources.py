@@ -130,10 +130,7 @@ def index_figures(index, where):
 
 def fetch_index(mirror, where):
     """GET ``model.safetensors.index.json`` from ``mirror`` and parse it; StageError naming ``where`` (a URL)."""
-    try:
-        raw = mirror.get_bytes(INDEX_NAME)
-    except FetchError as exc:
-        raise StageError(str(exc)) from exc
+    raw = mirror_file(mirror, INDEX_NAME)[1]
     try:
         return parse_index(json.loads(raw.decode("utf-8")), where)
     except ModelIndexError as exc:
@@ -206,7 +203,7 @@ def mirror_file(mirror, name):
     try:
         return where, mirror.get_bytes(name)
     except FetchError as exc:
-        raise StageError(str(exc))
+        raise StageError(str(exc)) from exc  # not_on_mirror reads the cause
 
 
 class FileSource(object):

@@ -144,7 +144,6 @@ class Scheduler:
         tic = time.perf_counter()
         files = weight_utils.shard_files(cfg["model_path"])
         total = weight_utils.read_index(cfg["model_path"]).get("metadata", {}).get("total_size", 0)
-        share = gib(total) / self.tp_size / max(len(files), 1)
         kind, arg, _ = self.fault
         before = self.avail
 
@@ -163,13 +162,7 @@ class Scheduler:
         # only a hub id being downloaded prints it (the product always serves a staged local path)
         if self.tp_rank == 0 and not os.path.isdir(cfg["model_path"]):
             logger.info("Using model weights format ['*.safetensors']")
-        # every rank reads every shard (its own slice of each tensor); rank 0 draws the bar
-        weight_utils.iterate_shards(files, multithread=cfg["multithread_load"], on_shard=on_shard,
-                                    after_shard=lambda i: self.use(share), show=self.tp_rank == 0)
-        quant_str = cfg.get("quant_str")
-        logger.info(f"Load weight end. elapsed={time.perf_counter() - tic:.2f} s, type={cfg['arch']}, "
-                    f"{quant_str + ', ' if quant_str else ''}"
-                    f"avail mem={self.avail:.2f} GB, mem usage={before - self.avail:.2f} GB.")
+        self.read_weights(files, total, cfg["arch"], tic, before, quant_str=cfg.get("quant_str"), on_shard=on_shard)
         self.set_phase("weights_loaded")
         if cfg.get("draft_model_path"):
             self.load_draft_model()
@@ -187,12 +180,18 @@ class Scheduler:
         tic = time.perf_counter()
         before = self.avail
         files = weight_utils.shard_files(path)
-        total = sum(os.path.getsize(f) for f in files)
+        self.read_weights(files, sum(os.path.getsize(f) for f in files),
+                          (draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0], tic, before)
+
+    def read_weights(self, files, total, arch, tic, before, quant_str=None, on_shard=None):
+        """What every ModelRunner's load does after ``Load weight begin`` (model_executor/model_runner.py): every rank
+        reads every shard (its own slice of each tensor; ``total`` bytes over the ranks), rank 0 draws the bar, then
+        ``Load weight end`` with the architecture (and the quantization the config names)."""
         share = gib(total) / self.tp_size / max(len(files), 1)
-        weight_utils.iterate_shards(files, multithread=self.cfg["multithread_load"],
+        weight_utils.iterate_shards(files, multithread=self.cfg["multithread_load"], on_shard=on_shard,
                                     after_shard=lambda i: self.use(share), show=self.tp_rank == 0)
-        arch = (draft.get("architectures") or ["LlamaForCausalLMEagle3"])[0]
         logger.info(f"Load weight end. elapsed={time.perf_counter() - tic:.2f} s, type={arch}, "
+                    f"{quant_str + ', ' if quant_str else ''}"
                     f"avail mem={self.avail:.2f} GB, mem usage={before - self.avail:.2f} GB.")
 
     def init_memory_pool(self):
