@@ -34,11 +34,20 @@ def _text(value) -> str:
     return " ".join(value) if isinstance(value, list) else (value or "")
 
 
+def role_defaults(role: str) -> dict:
+    """The role's defaults: defaults/main.yml, or every file of defaults/main/ (Ansible reads either)."""
+    base = ROOT / "roles" / role / "defaults"
+    files = [base / "main.yml"] if (base / "main.yml").exists() else sorted((base / "main").glob("*.yml"))
+    out = {}
+    for path in files:
+        out.update(yaml.safe_load(path.read_text()) or {})
+    return out
+
+
 def table(role: str) -> str:
     """The variable tables of ``role``: one per entry point (main first), with defaults from defaults/main.yml."""
     specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
-    defaults_file = ROOT / "roles" / role / "defaults" / "main.yml"
-    defaults = (yaml.safe_load(defaults_file.read_text()) or {}) if defaults_file.exists() else {}
+    defaults = role_defaults(role)
     out = [START]
     for entry in sorted(specs, key=lambda e: (e != "main", e)):
         spec = specs[entry]

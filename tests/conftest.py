@@ -24,10 +24,10 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unit", "fix
 
 
 def deployment_facts():
-    """The deployment's facts as roles/deployment/defaults/main.yml sets them (their one place)."""
+    """The deployment's facts as roles/deployment/defaults/main/main.yml sets them (their one place)."""
     import yaml
 
-    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main.yml")) as handle:
+    with open(os.path.join(ROOT, "roles", "deployment", "defaults", "main", "main.yml")) as handle:
         return yaml.safe_load(handle)
 
 

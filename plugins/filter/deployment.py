@@ -2,7 +2,7 @@
 
 ``inventory_hostname | deployment_inventory_problems(hostvars, groups, ...)`` -> list of messages (empty = fine),
 every problem at once. It reads only inventory variables and what sglang_service published for each GPU node in
-this run (``sglang_service_endpoint``, ``sglang_service_effective_options``; its options step changes nothing), so
+this run (``sglang_service_endpoint``, ``sglang_service_effective_options``; roles/deployment/vars/main.yml derives them), so
 it runs first in every entry playbook (deploy.yml, playbooks/rolling_redeploy.yml, playbooks/rollback.yml) with no
 connection to any host.
 
@@ -63,7 +63,7 @@ def _dist_init_port(options) -> int | None:
 def gpu_node_problems(host: str, endpoint, options, gpus_per_node, environment) -> list[str]:
     """Problems of one GPU node from its published endpoint and effective options."""
     if not endpoint:
-        return [f"{host}: sglang_service published no endpoint (its options step did not run for this host)"]
+        return [f"{host}: sglang_service published no endpoint (the inventory check, roles/deployment validate, did not run for this host)"]
     options = options or {}
     errors = []
     gpus = _int(gpus_per_node or 0, "deployment_gpus_per_node")

@@ -35,7 +35,7 @@ def sglang_router_worker_url(host: str, hostvars) -> str:
     endpoint = _endpoint(hostvars, host)
     if not endpoint:
         raise AnsibleFilterError(f"{host} has no sglang_service_endpoint: sglang_service publishes it (deploy.yml's "
-                                 f"first play runs its options step for every GPU node)")
+                                 f"first play, the inventory check, publishes it for every GPU node)")
     if not endpoint.get("router_url"):
         if endpoint.get("gateway_url"):
             raise AnsibleFilterError(f"{host} published no address other hosts reach its gateway at; set "

@@ -84,7 +84,7 @@ def test_the_installed_copy_loads_its_argparse_snapshot_by_package_relative_path
     subprocess.run([sys.executable, "-m", "ansible.cli.galaxy", "collection", "install", "--no-deps", "-p",
                     str(dest), str(tarball)], check=True, capture_output=True, timeout=120,
                    env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(dest)))
-    version = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())[
+    version = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())[
         "deployment_sglang_version"]
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
             "from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as f; "

@@ -21,7 +21,7 @@ FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "host_prerequisites"
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "host_prerequisites" / "defaults" / "main.yml").read_text())
 MAP = DEFAULTS["host_prerequisites_distributions"]
-FLOOR = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())["deployment_python_floor"]
+FLOOR = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())["deployment_python_floor"]
 # What the issue found missing on stock images, each a step of the deploy that fails without it.
 NEEDED = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "gcc", "python3-packaging"}
 

@@ -1,0 +1,53 @@
+"""The layering of issue 39, counted by scripts/layering.py and printed (pytest -s shows the figures).
+
+What a node will run is derived once, in the base role (roles/deployment/vars/main.yml), and published by the
+inventory check; no role includes another's task file to learn a fact; every entry point a caller runs through
+tasks_from has an argument spec (ansible-core validates only the entry point it runs, so a missing spec is never
+noticed), and no spec is declared for tasks that do not exist.
+"""
+
+import pathlib
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import layering  # noqa: E402
+
+
+def test_counts_the_issue_asks_for():
+    counts = layering.main()
+    assert counts["roles the base role includes"] == 0
+    assert counts["tasks that work out the SGLang options"] == 1
+    assert counts["times deploy.yml runs them per node"] == 1
+    assert counts["tasks_from targets without an argument spec"] == 0
+    assert counts["argument-spec entry points without a task file"] == 0
+    # Left (issue 39): release_wheelhouse reads sglang_build's pins through tasks_from pins.
+    assert [(c, r, e) for c, r, e in layering.fact_only_edges()] == [
+        ("roles/release_wheelhouse/tasks/main.yml", "sglang_build", "pins")]
+
+
+def test_the_counter_sees_what_it_counts(tmp_path, monkeypatch):
+    """The counter itself: a fact-only include across roles, a base-role include and a spec-less entry point are
+    each found (else the zeros above prove nothing)."""
+    roles = tmp_path / "roles"
+    for role in ("deployment", "a", "b"):
+        (roles / role / "tasks").mkdir(parents=True)
+        (roles / role / "meta").mkdir()
+    (roles / "b" / "tasks" / "facts.yml").write_text(yaml.safe_dump([
+        {"name": "x", "ansible.builtin.set_fact": {"b_x": 1}}]))
+    (roles / "a" / "tasks" / "main.yml").write_text(yaml.safe_dump([
+        {"name": "read", "ansible.builtin.include_role": {"name": "ns.c.b", "tasks_from": "facts"}}]))
+    (roles / "a" / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(
+        {"argument_specs": {"main": {"options": {}}, "gone": {"options": {}}}}))
+    (roles / "deployment" / "tasks" / "validate.yml").write_text(yaml.safe_dump([
+        {"name": "inc", "ansible.builtin.include_role": {"name": "ns.c.a"}}]))
+    (roles / "deployment" / "meta" / "argument_specs.yml").write_text(yaml.safe_dump(
+        {"argument_specs": {"main": {"options": {}}, "validate": {"options": {}}}}))
+    monkeypatch.setattr(layering, "ROOT", tmp_path)
+    assert layering.fact_only_edges() == [("roles/a/tasks/main.yml", "b", "facts")]
+    assert layering.base_role_includes() == [("roles/deployment/tasks/validate.yml", "a", "main")]
+    assert layering.entry_points_without_spec() == ["b:facts"]
+    assert layering.specs_without_tasks() == ["a:gone"]
