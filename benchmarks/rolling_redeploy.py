@@ -79,7 +79,7 @@ def _yaml(*path):
 
 # Read from their one place: roles/deployment (the router's and each node's port, the rollout lock) and the fleet's
 # group vars (the SGLang options every fleet node has; a host overlay replaces the variable, so it must carry them).
-DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main.yml")
+DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main", "main.yml")
 PORT = int(DEPLOYMENT["deployment_port"])
 LOCK = DEPLOYMENT["deployment_rollout_lock"]
 FLEET = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")

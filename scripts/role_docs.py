@@ -5,7 +5,7 @@ Each roles/<role>/README.md holds its table between `<!-- role-vars:start -->` a
 prose around the markers is the role's own and is kept. A role without a README gets one (its title, the argument
 specs' short description and description, then the table). `scripts/role_docs.py` rewrites the tables;
 `scripts/role_docs.py --check` exits 1 and names each stale README (tests/unit/test_readme.py runs the check, so no
-README can drift from the argument specs). Defaults come from the role's defaults/main.yml, their one place.
+README can drift from the argument specs). Defaults come from the role's defaults/main.yml (or defaults/main/*.yml), their one place.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
+from role_defaults import role_defaults  # noqa: E402  (defaults/main.yml or defaults/main/*.yml)
+
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
 
 
@@ -32,16 +35,6 @@ def _cell(value) -> str:
 
 def _text(value) -> str:
     return " ".join(value) if isinstance(value, list) else (value or "")
-
-
-def role_defaults(role: str) -> dict:
-    """The role's defaults: defaults/main.yml, or every file of defaults/main/ (Ansible reads either)."""
-    base = ROOT / "roles" / role / "defaults"
-    files = [base / "main.yml"] if (base / "main.yml").exists() else sorted((base / "main").glob("*.yml"))
-    out = {}
-    for path in files:
-        out.update(yaml.safe_load(path.read_text()) or {})
-    return out
 
 
 def table(role: str) -> str:

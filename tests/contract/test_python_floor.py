@@ -10,7 +10,7 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG_PY = ROOT / ".venv-sglang" / "bin" / "python"
-DEFAULTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())
+DEFAULTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())
 
 
 @pytest.mark.skipif(not SGLANG_PY.exists(), reason=".venv-sglang is absent: run tests/contract/install_real_sglang.sh")

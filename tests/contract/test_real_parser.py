@@ -30,9 +30,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-DEFAULTS = yaml.safe_load((ROOT / "roles" / "sglang_service" / "defaults" / "main.yml").read_text())
-# sglang_service reads the deployment's facts (roles/deployment, its dependency): template with both, as Ansible does.
-FACTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main.yml").read_text())
+# sglang_service's option model lives in the base role (roles/deployment/defaults/main/sglang_service.yml), beside the
+# deployment's facts it reads: template with both, as Ansible does.
+DEFAULTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "sglang_service.yml").read_text())
+FACTS = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())
 
 
 def _trusted(node):

@@ -272,10 +272,10 @@ def test_the_rendered_health_checks_keep_a_busy_worker_that_the_old_ones_ejected
 
 
 def _router_options_from_the_role():
-    """The router options roles/sglang_router renders from its defaults (the templated ones left out)."""
+    """The router options roles/sglang_router renders (the base role's sglang_router model; the templated ones left out)."""
     import yaml
 
-    defaults = yaml.safe_load((ROOT / "roles" / "sglang_router" / "defaults" / "main.yml").read_text())
+    defaults = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "sglang_router.yml").read_text())
     return {k: v for k, v in defaults["sglang_router_options"].items() if "{{" not in str(v)}
 
 

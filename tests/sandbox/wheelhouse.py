@@ -12,19 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from role_defaults import role_default as _role_default  # a role's default from its one place
+
 # Build backends the stand-in sources declare in pyproject.toml [build-system].
 PINS = ("setuptools==80.9.0", "wheel==0.45.1")
 # The run-time requirements of the stand-in FlashInfer that the real wheel has too and the node needs for real: ninja
 # (flashinfer-python 0.7.2 Requires-Dist: ninja; its JIT runs `ninja` from the release venv's bin/).
 RUNTIME_PINS = ("ninja==1.13.0",)
-
-
-def _role_default(role: str, name: str) -> str:
-    """A pin as the role's defaults set it (its one place)."""
-    import yaml  # the controller venv's PyYAML (requirements.txt)
-
-    roles = Path(__file__).resolve().parents[2] / "roles"
-    return yaml.safe_load((roles / role / "defaults" / "main.yml").read_text())[name]
 
 
 # The releases' installer (sglang_build_installer uv): the role installs uv==sglang_build_uv_version with pip.

@@ -23,14 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
 
 import cuda_wheels  # noqa: E402
+from role_defaults import role_default  # noqa: E402
 import flashinfer_aot  # noqa: E402
 import real_sources  # noqa: E402
 
 from ansible_collections.blackwell.sglang.plugins.filter import build_arch  # noqa: E402
 
 
-def _default(role, name):
-    return yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text())[name]
+_default = role_default  # a role's default from its one place (tests/sandbox/role_defaults.py)
 
 
 def test_the_package_is_the_one_the_product_asks_for():

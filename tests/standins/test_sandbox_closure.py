@@ -22,12 +22,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
 
 import closure  # noqa: E402
+from role_defaults import role_default  # noqa: E402
 
 ROLES = ROOT / "roles"
 
 
-def _default(role, name):
-    return yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())[name]
+_default = role_default  # a role's default from its one place (tests/sandbox/role_defaults.py)
 
 
 def _wheel_versions(directory):
