@@ -51,3 +51,32 @@ def test_the_counter_sees_what_it_counts(tmp_path, monkeypatch):
     assert layering.base_role_includes() == [("roles/deployment/tasks/validate.yml", "a", "main")]
     assert layering.entry_points_without_spec() == ["b:facts"]
     assert layering.specs_without_tasks() == ["a:gone"]
+
+
+def test_a_nodes_switch_and_rollback_are_entry_points_the_playbooks_call():
+    """Issue 39: one node's switch was spread over 14 files in 5 roles, and the rolling redeploy's rescue repeated
+    rollback.yml. Now the playbooks call generation's switch_node and rollback_node, which hold every step."""
+    edges = layering.includes()
+    by_caller = {}
+    for caller, role, entry in edges:
+        by_caller.setdefault(caller, []).append(f"{role}:{entry}")
+    assert "generation:switch_node" in by_caller["playbooks/rolling_redeploy.yml"]
+    assert by_caller["playbooks/rollback.yml"] == ["deployment:validate", "generation:rollback_node"]
+    steps = {"sglang_rotation:out", "sglang_rotation:in", "monitoring:silence_node", "monitoring:unsilence_node",
+             "smoke_health:main", "smoke_health:report", "generation:switch", "generation:rollback",
+             "generation:prune_models"}
+    for caller in ("playbooks/rolling_redeploy.yml", "playbooks/rollback.yml"):
+        assert not steps & set(by_caller[caller]), (caller, sorted(steps & set(by_caller[caller])))
+
+    for entry in ("switch_node", "rollback_node"):
+        tasks = yaml.safe_load((ROOT / "roles" / "generation" / "tasks" / f"{entry}.yml").read_text())
+        assert len(tasks) == 1 and "block" in tasks[0] and "always" in tasks[0], entry
+        silenced = [t.get("ansible.builtin.include_role", {}).get("tasks_from") for t in tasks[0]["block"]]
+        lifted = [t.get("ansible.builtin.include_role", {}).get("tasks_from") for t in tasks[0]["always"]]
+        assert "silence_node" in silenced and lifted == ["unsilence_node"], entry
+    rescue = yaml.safe_load((ROOT / "roles/generation/tasks/switch_node.yml").read_text())[0]["rescue"]
+    included = [t.get("ansible.builtin.include_tasks") for t in rescue]
+    # the rescue restores and rejoins with rollback_node's own steps
+    assert {"restore.yml", "rejoin.yml"} <= set(included)
+    rollback = yaml.safe_load((ROOT / "roles/generation/tasks/rollback_node.yml").read_text())[0]["block"]
+    assert {"restore.yml", "rejoin.yml"} <= {t.get("ansible.builtin.include_tasks") for t in rollback}
