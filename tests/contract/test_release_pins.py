@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG_PY = ROOT / ".venv-sglang" / "bin" / "python"
 DEPLOYMENT = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())
-SGLANG_BUILD = yaml.safe_load((ROOT / "roles" / "sglang_build" / "defaults" / "main.yml").read_text())
+SGLANG_BUILD = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "sglang_build.yml").read_text())
 FLASHINFER_BUILD = yaml.safe_load((ROOT / "roles" / "flashinfer_build" / "defaults" / "main.yml").read_text())
 
 needs_wheel = pytest.mark.skipif(not SGLANG_PY.exists(),

@@ -52,14 +52,14 @@ def machine_cache(cache=None) -> Path:
 def requirements() -> list[str]:
     """What a release asks for: sglang at the deployment's version plus the installer (``uv``)."""
     return ["sglang==%s" % wheelhouse._role_default("deployment", "deployment_sglang_version"),
-            "uv==%s" % wheelhouse._role_default("sglang_build", "sglang_build_uv_version")]
+            "uv==%s" % wheelhouse._role_default("deployment", "sglang_build_uv_version")]
 
 
 def constraints() -> list[str]:
     """The pins the product writes into a release's constraints.txt (roles/sglang_build/tasks/main.yml):
     sglang_build_constraints, torch==sglang_build_torch_version and flashinfer-python==flashinfer_build_version."""
-    return (list(wheelhouse._role_default("sglang_build", "sglang_build_constraints"))
-            + ["torch==%s" % wheelhouse._role_default("sglang_build", "sglang_build_torch_version"),
+    return (list(wheelhouse._role_default("deployment", "sglang_build_constraints"))
+            + ["torch==%s" % wheelhouse._role_default("deployment", "sglang_build_torch_version"),
                "flashinfer-python==%s" % wheelhouse._role_default("flashinfer_build", "flashinfer_build_version")])
 
 

@@ -22,7 +22,7 @@ RUNTIME_PINS = ("ninja==1.13.0",)
 
 
 # The releases' installer (sglang_build_installer uv): the role installs uv==sglang_build_uv_version with pip.
-INSTALLER_PINS = ("uv==%s" % _role_default("sglang_build", "sglang_build_uv_version"),)
+INSTALLER_PINS = ("uv==%s" % _role_default("deployment", "sglang_build_uv_version"),)
 # model_stage source hf: the staging venv's pinned huggingface_hub + hf_xet and their dependencies (Linux x86_64,
 # CPython 3.11 as on the node), so the role can install them with --no-index --find-links in the sandbox.
 HF_PINS = (

@@ -41,11 +41,11 @@ def _wheel_versions(directory):
 
 def test_the_closure_is_asked_for_with_the_products_own_pins():
     assert closure.requirements() == ["sglang==" + _default("deployment", "deployment_sglang_version"),
-                                      "uv==" + _default("sglang_build", "sglang_build_uv_version")]
+                                      "uv==" + _default("deployment", "sglang_build_uv_version")]
     pins = closure.constraints()
-    assert "torch==" + _default("sglang_build", "sglang_build_torch_version") in pins
+    assert "torch==" + _default("deployment", "sglang_build_torch_version") in pins
     assert "flashinfer-python==" + _default("flashinfer_build", "flashinfer_build_version") in pins
-    for pin in _default("sglang_build", "sglang_build_constraints"):
+    for pin in _default("deployment", "sglang_build_constraints"):
         assert pin in pins
 
 
@@ -67,7 +67,7 @@ def test_the_nodes_wheelhouse_holds_the_pinned_stack_and_its_installer():
     assert versions["torch"] == "2.14.1"
     assert versions["flashinfer-python"] == "0.7.2"
     assert versions["triton"] == "3.8.0"
-    assert versions["uv"] == _default("sglang_build", "sglang_build_uv_version")
+    assert versions["uv"] == _default("deployment", "sglang_build_uv_version")
     # the closure, not a sample: the CUDA 13 libraries torch and sglang-kernel load come with it
     assert {"nvidia-cublas", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "ninja", "apache-tvm-ffi"} <= set(versions)
     assert len(versions) > 150
