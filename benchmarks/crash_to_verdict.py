@@ -3,7 +3,7 @@
 
 Runs the SGLang 0.5.23 simulator N times (default 20) with ``SGLANG_SIM_FAULT=crash_at_shard:43`` on a
 64-shard checkpoint, observes it every ``--interval`` s with the same code the ``sglang_health`` module
-uses (``plugins/module_utils/sglang_observe.py`` + ``sglang_log.parse_log`` + ``sglang_verdict.classify``) and measures
+uses (``plugins/module_utils/health/sglang_observe.py`` + ``sglang_log.parse_log`` + ``sglang_verdict.classify``) and measures
 from the crash (the ``Scheduler hit an exception`` line, logged with milliseconds: ``SGLANG_LOG_MS=1``)
 to the first ``crashed`` verdict. Prints every run, then median and max; exits 1 when max > --target.
 
@@ -58,7 +58,7 @@ COLLECTION = "ansible_collections.blackwell.sglang"
 
 
 def load_plugin(name, plugins_dir):
-    """``plugins_dir``/module_utils/``name``.py imported as the collection's
+    """``plugins_dir``/module_utils/``name``.py (``name`` dotted: ``health.sglang_log``) imported as the collection's
     ``ansible_collections.blackwell.sglang.plugins.module_utils.<name>``, the path its own imports use, also on a
     node without Ansible (the faults scenario unpacks plugins/module_utils there): the collection package is made to
     point at the directory above ``plugins_dir`` unless it is imported already (the unit tests import it from the
@@ -261,9 +261,9 @@ def main(argv=None):
     ap.add_argument("--target", type=float, default=3.0, help="max latency allowed (s)")
     ap.add_argument("--json", action="store_true", help="print the runs as JSON too")
     opts = ap.parse_args(argv)
-    log_mod = load_plugin("sglang_log", opts.plugins)
-    verdict_mod = load_plugin("sglang_verdict", opts.plugins)
-    obs_mod = load_plugin("sglang_observe", opts.plugins)
+    log_mod = load_plugin("health.sglang_log", opts.plugins)
+    verdict_mod = load_plugin("health.sglang_verdict", opts.plugins)
+    obs_mod = load_plugin("health.sglang_observe", opts.plugins)
     workdir = tempfile.mkdtemp(prefix="crash_to_verdict-")
     try:
         if not opts.model_path:

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
 # The checkout as the collection blackwell.sglang (.collections links to the repository root).
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_staging import stage  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_staging import stage  # noqa: E402
 
 
 def save_u8_tensors(tensors, path, metadata=None):

@@ -3,7 +3,7 @@
 ``.collections/ansible_collections/blackwell/sglang`` links to the repository root (ansible.cfg's collections_path),
 so with ``.collections`` on ``sys.path`` every test imports a plugin by its collection path, as Ansible does:
 ``from ansible_collections.blackwell.sglang.plugins.modules import model_stage``, ``...plugins.filter import
-preflight``, ``...plugins.module_utils.model_mirror import ...``. ``ansible_collections`` is a namespace package, so
+preflight``, ``...plugins.module_utils.staging.model_mirror import ...``. ``ansible_collections`` is a namespace package, so
 the collections bundled with the ``ansible`` package stay importable beside it.
 """
 

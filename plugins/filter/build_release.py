@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters for build releases: what identifies one, the pins it is built with, and which old ones to delete.
+"""Filters for build releases: what identifies one, the pins it is built with, how it is installed.
 
 ``release_fingerprint``
     a dict of everything that makes a release different (refs, patch sha256s, CUDA version, arch list, Python,
@@ -21,16 +21,12 @@
     what a release installs (``sglang_build_pins``) -> the ``pip download`` runs that fill a fleet's wheelhouse with it
     (torch from its own index when set, the closure held to constraints.txt with the installer, FlashInfer's AOT
     package from its index), each an argv list.
-``prune_selection``
-    ``ansible.builtin.find`` results -> the names of the old releases (or wheel directories, model generations) to
-    delete: the newest complete ones, the protected ones and a failed build newer than every complete one are kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
 
@@ -106,60 +102,6 @@ def installed_stack(freeze: str, constraints: str, also=("sglang",)) -> dict:
             names.append(match.group(1))
     names += [name for name in also or () if _canonical(name) not in {_canonical(n) for n in names}]
     return {name: installed.get(_canonical(name)) for name in names}
-
-
-def prune_selection(entries, keep=3, protect=None, pattern=None, markers=None) -> list[str]:
-    """Pick which build outputs to delete: the names of ``entries`` beyond the newest ``keep`` complete ones.
-
-    ``entries``: [{"name" (or "path"), "mtime", "complete"}] -- ``ansible.builtin.find`` results work as
-    they are. Completeness: with ``markers`` (paths of completion markers such as ``<dir>/release.json``,
-    from another find) an entry is complete when a marker sits directly in it; without, the entry's
-    ``complete`` key, else "name does not end with .partial" (wheel dirs are published by rename).
-    ``protect``: names or paths never deleted (current, previous, the one just built).
-    ``pattern``: a regex the name must fully match to be considered at all (other files are left alone).
-    Rules: protected entries are kept and count towards ``keep``; the newest complete ones are kept up to
-    ``keep``; older complete ones go; an incomplete entry goes only when a newer complete one exists (a
-    failed build is kept for its log until something newer succeeds). Oldest first in the result.
-    """
-    try:
-        keep = int(keep)
-    except (TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"keep must be a number, got {keep!r}") from exc
-    if keep < 1:
-        raise AnsibleFilterError(f"keep must be at least 1 (the current release), got {keep}")
-    protect = {os.path.basename(str(p).rstrip("/")) for p in (protect or []) if p}
-    rx = re.compile(pattern) if pattern else None
-    marked = None
-    if markers is not None:
-        marked = {os.path.basename(os.path.dirname(str(m.get("path", "") if isinstance(m, dict) else m)))
-                  for m in markers}
-    items = []
-    for entry in entries or []:
-        name = os.path.basename(str(entry.get("name") or entry.get("path") or "").rstrip("/"))
-        if not name or (rx and not rx.fullmatch(name)):
-            continue
-        if marked is not None:
-            complete = name in marked
-        elif "complete" in entry:
-            complete = bool(entry["complete"])
-        else:
-            complete = not name.endswith(".partial")
-        items.append((float(entry.get("mtime", 0)), name, complete))
-    items.sort(key=lambda t: (t[0], t[1]), reverse=True)  # newest first
-    kept = sum(1 for _m, name, _c in items if name in protect)
-    newest_complete = max((m for m, _n, c in items if c), default=None)
-    doomed = []
-    for mtime, name, complete in items:
-        if name in protect:
-            continue
-        if complete:
-            if kept < keep:
-                kept += 1
-                continue
-            doomed.append((mtime, name))
-        elif newest_complete is not None and mtime < newest_complete:
-            doomed.append((mtime, name))
-    return [name for _m, name in sorted(doomed)]
 
 
 def _install_argv(spec: dict, index_args, requirements) -> list:
@@ -250,7 +192,6 @@ class FilterModule:
             "release_fingerprint": release_fingerprint,
             "build_constraints": build_constraints,
             "installed_stack": installed_stack,
-            "prune_selection": prune_selection,
             "release_install_command": release_install_command,
             "wheelhouse_download_commands": wheelhouse_download_commands,
         }

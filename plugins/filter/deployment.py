@@ -17,14 +17,14 @@ Checked:
   SGLang port;
 * with the gateway in front (roles/sglang_gateway): SGLang listens on loopback only (else clients reach it without a
   key), a router host is not also a GPU node (each runs a gateway on deployment_port), and the deployment's API keys
-  are usable (plugins/module_utils/api_keys.py; no message shows a key).
+  are usable (plugins/plugin_utils/api_keys.py; no message shows a key).
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import key_problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.api_keys import key_problems
 
 
 def _get(mapping, key, default=None):

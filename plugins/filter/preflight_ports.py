@@ -20,7 +20,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import clashes
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import clashes
 
 _LOCALHOST = {"localhost": "127.0.0.1", "ip6-localhost": "::1"}
 

@@ -3,10 +3,10 @@
 ``sglang_argv``
     dict of SGLang options -> list of argv strings, validated against the argparse snapshot of the
     pinned SGLang release (``plugins/data/sglang_cli_<version>.json``, exported from the real package by
-    ``tests/contract/export_sglang_cli.py``; loaded by plugins/module_utils/sglang_cli.py). Keys are long option
+    ``tests/contract/export_sglang_cli.py``; loaded by plugins/plugin_utils/sglang_cli.py). Keys are long option
     names without the leading dashes (``tp-size``; ``tp_size`` is accepted and normalised). Never emits
     abbreviations: argparse would accept ``--tp`` for ``--tp-size`` today and silently change meaning when a release
-    adds ``--tp-foo``. The model-family, hardware, secret and start-up rules of plugins/module_utils/sglang_rules.py
+    adds ``--tp-foo``. The model-family, hardware, secret and start-up rules of plugins/plugin_utils/sglang_rules.py
     are checked with the parser's.
 
 ``sglang_argv_errors``
@@ -23,9 +23,9 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_cli import (
     PRODUCTS, SnapshotError, load_snapshot, normalise_options, option_index)
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import (
     sglang_option_rules, sglang_speculative_rules, sglang_startup_rules)
 
 # Options removed or replaced in a release, with what to use instead (each checked in that release's server_args.py).

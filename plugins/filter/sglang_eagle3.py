@@ -11,7 +11,7 @@
 The facts (SGLang 0.5.23, as the function's checks say): a draft model inherits the target's attention backend
 unless ``--speculative-draft-attention-backend`` is given, so a non-MLA draft of an MLA target (Kimi K2/K2.5 use
 DeepSeek-V3's multi-head latent attention) needs one explicitly; that flag has no choices in the release's argparse
-snapshot (plugins/module_utils/sglang_cli.py), so the backend is checked against ``--attention-backend``'s; with
+snapshot (plugins/plugin_utils/sglang_cli.py), so the backend is checked against ``--attention-backend``'s; with
 top-k 1 the draft is a chain, and SGLang silently changes a ``--speculative-num-draft-tokens`` other than steps + 1.
 
 ``preflight_draft_problems``
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_cli import (
     SnapshotError, load_snapshot, option_index)
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import model_family, sglang_draft_problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import model_family, sglang_draft_problems
 
 # MLA targets among the families we know (Kimi K2/K2.5 use DeepSeek-V3's multi-head latent attention).
 _MLA_FAMILIES = ("kimi", "deepseek")

@@ -13,7 +13,7 @@
 ``sglang_schedulers_per_node``
     SGLang options -> scheduler processes on one node (one per GPU), after 0.5.23's rank layout.
 
-Unset options take the defaults of the release's argparse snapshot (plugins/module_utils/sglang_cli.py): SGLang
+Unset options take the defaults of the release's argparse snapshot (plugins/plugin_utils/sglang_cli.py): SGLang
 0.5.23's server_args (``--host`` 127.0.0.1, ``--port`` 30000, tp/pp/dp 1, one node) and sglang-router 0.3.2's
 router_args.py (``--prometheus-host`` 0.0.0.0, ``--prometheus-port`` 29000).
 """
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import is_loopback
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import is_loopback
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_cli import (
     SnapshotError, load_snapshot, normalise_options, option_index)
 
 

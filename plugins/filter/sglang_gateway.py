@@ -4,7 +4,7 @@
 """What the gateway (roles/sglang_gateway, nginx in front of SGLang or the router) is configured from.
 
 ``deployment_api_keys | sglang_gateway_keys`` -> list of dicts ``name``, ``pattern``: each key's case-sensitive
-match of the Authorization header (plugins/module_utils/api_keys.py); fails, listing every problem and never a key,
+match of the Authorization header (plugins/plugin_utils/api_keys.py); fails, listing every problem and never a key,
 when a key is unusable.
 
 ``groups['sglang_routers'] | sglang_gateway_probe_sources(hostvars, extra)`` -> sorted list of networks (CIDR) that
@@ -24,8 +24,8 @@ from urllib.parse import urlsplit
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import bearer_pattern, key_problems
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import is_loopback
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.api_keys import bearer_pattern, key_problems
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import is_loopback
 
 LOOPBACK = ("127.0.0.1/32", "::1/128")
 

@@ -106,11 +106,11 @@ waited_s:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.alertmanager_api import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.alertmanager_api import (
     Alertmanager, AlertmanagerError, active_alerts, normalise_matchers, parse_time, prometheus_alerts,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
-from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import EndpointError, JsonClient
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
 
 
 def _now():

@@ -125,8 +125,8 @@ error_kind:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, parse_show
-from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.nvidia_smi import (
     NvidiaSmiError, apps_query_args, classify_failure, driver_version_of, gpu_query_args, parse_compute_apps,
     parse_gpus,
 )

@@ -121,8 +121,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import tree_bytes
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import tree_bytes
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import anon_memory_bytes, cgroup_pids, parse_show
 
 # cgroup v1 reports "unlimited" as a page-aligned LONG_MAX.
 _V1_UNLIMITED = 1 << 60

@@ -120,9 +120,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_journald import journal_storage, journald_settings
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_pci import normalize_bdf
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_systemd import order_dropins
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_journald import journal_storage, journald_settings
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_pci import normalize_bdf
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_systemd import order_dropins
 
 UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system",
              "/lib/systemd/system")

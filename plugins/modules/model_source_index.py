@@ -148,9 +148,9 @@ error:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import INDEX_NAME
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_sources import make_source
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import StageError
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import INDEX_NAME
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_sources import make_source
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import StageError
 
 # What make_source needs besides this module's options (nothing here plans or transfers).
 SOURCE_DEFAULTS = {"parallel": 1, "manifest": "SHA256SUMS", "link_mode": "copy"}

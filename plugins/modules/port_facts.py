@@ -58,8 +58,8 @@ listeners:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import listeners
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, parse_show
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import listeners
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import cgroup_pids, parse_show
 
 
 def unit_members(module, units, cgroup_root="/sys/fs/cgroup"):

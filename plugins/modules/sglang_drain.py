@@ -86,8 +86,8 @@ waited_s:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import IN_FLIGHT_GAUGES, POLL_INTERVAL, SETTLE_POLLS, wait_drained
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import EndpointError, JsonClient
 
 
 def run(params, check_mode, client=None, clock=None, sleep=None):

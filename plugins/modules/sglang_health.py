@@ -214,14 +214,14 @@ journal:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.journal_notices import journal_completeness
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import listeners
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import text_re
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.journal_notices import journal_completeness
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import listeners
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import text_re
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import (
     UnitObserver, foreign_gpu_processes, oom_kills, run_bounded,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify, crash_advice
 
 MEMORY_UNBALANCED_RE = text_re("memory_unbalanced")
 HOST_OOM_ADVICE = ("lower what the server pins in host memory (--hicache-size / --hicache-ratio: the HiCache pool), "

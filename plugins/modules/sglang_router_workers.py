@@ -125,12 +125,12 @@ drain:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import health_after_drain, wait_drained
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import health_after_drain, wait_drained
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, normalise_url,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router, RouterError
 
 
 def _summary(workers):

@@ -139,13 +139,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, NoAnswer, http_request,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.answer_checks import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.answer_checks import (
     GOLDEN_PROMPTS, check_answer, degeneracy, needle_prompt,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_inflight import read_counts
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import read_counts
 
 ALL_CHECKS = ["health", "models", "chat", "reasoning", "tool_calls", "tool_calls_stream", "answers", "long_context"]
 DEFAULT_CHECKS = [c for c in ALL_CHECKS if c != "long_context"]

@@ -76,7 +76,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, show_fields
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import cgroup_pids, show_fields
 
 PROPERTIES = ("ActiveState", "SubState", "Result", "InvocationID", "ControlGroup", "TimeoutStopUSec", "MainPID")
 KILLED = ("stop-sigkill", "final-sigkill")

@@ -1,6 +1,6 @@
 """Contract: what the product reads in SGLang's log is text the pinned SGLang 0.5.23 wheel really prints.
 
-``plugins/module_utils/sglang_log_text.py`` names every pattern the product relies on in ``WHEEL_TEXT`` (with the
+``plugins/module_utils/health/sglang_log_text.py`` names every pattern the product relies on in ``WHEEL_TEXT`` (with the
 file that prints it) or ``FOREIGN_TEXT`` (another program's text, not checked here). The wheel in ``.venv-sglang`` is
 parsed with ``ast`` into templates (``wheel_templates.py``: f-strings, ``%`` formats, ``+`` and conditional parts folded,
 values as wildcards). Each ``WHEEL_TEXT`` pattern must fit a template with its literal characters on the
@@ -19,7 +19,7 @@ import re
 import pytest
 
 import wheel_templates as wt
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_log_text
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_log_text
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG = wt.sglang_root(str(ROOT / ".venv-sglang"))

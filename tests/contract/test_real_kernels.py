@@ -9,7 +9,7 @@ read its objects with cuobjdump 13.2.51 of the stand-in toolkit (tests/sandbox/c
 * without that table the same objects are refused, naming what they hold instead (the check can fail);
 * each reason is the wheel's own code: the imports that load flash_ops and flashmla_ops, and the loader's choice of
   sm90/ for compute capability 9.0 only; the attention backends they serve are refused for 12.x by the inventory
-  check (plugins/module_utils/sglang_rules.py).
+  check (plugins/plugin_utils/sglang_rules.py).
 
 Skipped, with the reason, when the wheel cannot be downloaded (no index reachable).
 """
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "roles" / "sglang_build" / "files"))
 import cuda_wheels  # noqa: E402
 import release_probe  # noqa: E402
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_rules  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_rules  # noqa: E402
 
 SGLANG_KERNEL = cuda_wheels.Wheel("sglang-kernel", "0.4.10",
                                   "043cbe4a10e7887ea1b25599b729ff1ce115a0d5217b2c177aff9f9ae5327724")

@@ -24,8 +24,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import Router
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import EndpointError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROUTER_PY = ROOT / ".venv-router" / "bin" / "python"

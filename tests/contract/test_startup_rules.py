@@ -1,4 +1,4 @@
-"""Contract: each start-up rule the product checks before the unit starts (plugins/module_utils/sglang_rules.py
+"""Contract: each start-up rule the product checks before the unit starts (plugins/plugin_utils/sglang_rules.py
 ``STARTUP_RULES``) is a rule the pinned SGLang 0.5.23 really enforces: its text is printed by the file cited.
 Skipped without .venv-sglang (tests/contract/install_real_sglang.sh)."""
 import json
@@ -11,7 +11,7 @@ import wheel_templates as wt
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SGLANG = wt.sglang_root(str(ROOT / ".venv-sglang"))
 pytestmark = pytest.mark.skipif(SGLANG is None, reason=".venv-sglang has no sglang package")
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_rules  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_rules  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ import pytest
 
 import log_lines
 import wheel_templates as wt
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_log
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import text_re
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_log
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import text_re
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PY = ROOT / ".venv-sglang" / "bin" / "python"

@@ -1,6 +1,6 @@
 """What the pinned SGLang wheel can print, as templates, and whether a regex or a log line fits one.
 
-The product reads SGLang's log with regexes (``plugins/module_utils/sglang_log_text.py``) and the sandbox's
+The product reads SGLang's log with regexes (``plugins/module_utils/health/sglang_log_text.py``) and the sandbox's
 simulator prints lines meant to be SGLang's. Both must agree with the real package, not with each other.
 Most of SGLang's runtime lines are f-strings, %-format strings or concatenations, so a plain text search of
 the wheel misses them (``watchdog.py`` builds ``"... crashed " "with exit code {proc.exitcode}. "``,

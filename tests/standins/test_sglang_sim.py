@@ -637,7 +637,7 @@ BIND_LINE = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ERROR:    \[Errno 9
 def test_a_taken_port_is_one_uvicorn_error_line_and_the_process_lives_on_for_the_warmup(start, ckpt):
     """0.5.23: uvicorn logs the bind error without a traceback, then SGLang's lifespan shutdown joins the warmup
     thread, which polls /model_info (120 times, 1 s apart) before it gives up: the process is still there."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -655,7 +655,7 @@ def test_a_taken_port_is_one_uvicorn_error_line_and_the_process_lives_on_for_the
 def test_a_port_held_by_an_old_server_warms_that_one_up_then_the_new_process_exits(start, ckpt):
     """With an old SGLang still on the port, the new one's warmup succeeds against it: the journal of the failing
     server has the ready line after the bind error, and it exits 1 (uvicorn's sys.exit)."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     old = start(["--model-path", str(ckpt), "--tp-size", "1"])
     old.wait_ready()
@@ -671,7 +671,7 @@ def test_a_gpu_another_process_holds_stops_every_other_rank_at_the_memory_baseli
     """0.5.23 distributed/bootstrap.py: the free memory at the memory baseline is all-reduced (MIN) and every rank
     whose GPU has more than 1/0.9 of it raises ``The memory capacity is unbalanced``; the rank on the held GPU does
     not. The holder is the sandbox's gpu-hog, in the state directory the GPU stand-in reads."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     hog = subprocess.Popen([sys.executable, str(ROOT / "tests" / "sandbox" / "gpu_hog.py"), "--gpu", "1", "--mib",
                             "20480", "--state-dir", str(tmp_path / "state")])
@@ -694,7 +694,7 @@ def test_a_gpu_another_process_holds_stops_every_other_rank_at_the_memory_baseli
 
 def test_a_missing_shard_is_refused_before_any_shard_is_read(start, ckpt):
     """0.5.23 checks every file the index names before it reads one: every rank raises, no bar is drawn."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     victim = sorted(ckpt.glob("*.safetensors"))[2]
     victim.unlink()
@@ -710,7 +710,7 @@ def test_a_missing_shard_is_refused_before_any_shard_is_read(start, ckpt):
 def test_host_memory_running_out_while_loading_kills_every_rank_and_the_kernel_says_so(start, ckpt, tmp_path):
     """sgl-project/sglang#38567: host RAM, not VRAM: the OOM killer SIGKILLs the ranks mid-load; 0.5.23's parent
     names the dead rank with its -9 and the OOM killer; the kernel's lines name the memory cgroup."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     kernel = tmp_path / "kernel.log"
     sim = start(["--model-path", str(ckpt), "--tp-size", "2"],

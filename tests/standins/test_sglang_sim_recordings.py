@@ -106,7 +106,7 @@ def record(names=None):
 
 
 def test_recordings_still_match_the_simulator(tmp_path):
-    from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 
     pythonpath = bench.sim_package(str(tmp_path / "simpkg"))
     for name in ("sim_crash_at_shard_43_tp8.log", "sim_oom_cuda_graph_tp8.log"):

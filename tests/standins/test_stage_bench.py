@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import verify_shard
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import verify_shard
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("stage_bench", ROOT / "benchmarks" / "stage_bench.py")

@@ -11,6 +11,7 @@ from ansible_collections.blackwell.sglang.plugins.filter import build_arch as ar
 from ansible_collections.blackwell.sglang.plugins.filter import build_host as host
 from ansible_collections.blackwell.sglang.plugins.filter import build_patches as patching
 from ansible_collections.blackwell.sglang.plugins.filter import build_release as release
+from ansible_collections.blackwell.sglang.plugins.filter import prune_selection as prune
 
 
 @pytest.mark.parametrize(
@@ -183,34 +184,34 @@ def _rel(name, mtime, complete=True):
 
 def test_prune_keeps_newest_complete_and_never_current_or_previous():
     entries = [_rel("r1", 1), _rel("r2", 2), _rel("r3", 3), _rel("r4", 4), _rel("r5", 5)]
-    assert release.prune_selection(entries, 3) == ["r1", "r2"]
+    assert prune.prune_selection(entries, 3) == ["r1", "r2"]
     # current is the oldest (a rollback happened) and previous the next: both stay, they count towards keep
-    assert release.prune_selection(entries, 3, protect=["/opt/sglang/releases/r1", "r2"]) == ["r3", "r4"]
-    assert release.prune_selection(entries, 1, protect=["r1", "r2"]) == ["r3", "r4", "r5"]
+    assert prune.prune_selection(entries, 3, protect=["/opt/sglang/releases/r1", "r2"]) == ["r3", "r4"]
+    assert prune.prune_selection(entries, 1, protect=["r1", "r2"]) == ["r3", "r4", "r5"]
 
 
 def test_prune_drops_failed_builds_only_once_something_newer_succeeded():
     entries = [_rel("ok1", 1), _rel("failed", 2, False), _rel("ok2", 3), _rel("failing-now", 4, False)]
-    assert release.prune_selection(entries, 3) == ["failed"]
-    assert release.prune_selection([_rel("failed", 2, False)], 3) == []
+    assert prune.prune_selection(entries, 3) == ["failed"]
+    assert prune.prune_selection([_rel("failed", 2, False)], 3) == []
 
 
 def test_prune_reads_find_results_markers_partials_and_pattern():
     found = [{"path": "/opt/sglang/releases/%016x" % i, "mtime": i} for i in range(1, 6)]
     found.append({"path": "/opt/sglang/releases/lost+found", "mtime": 0})
     markers = [{"path": "/opt/sglang/releases/%016x/release.json" % i} for i in (1, 2, 3, 5)]
-    doomed = release.prune_selection(found, 2, protect=["%016x" % 5], pattern="[0-9a-f]{16}", markers=markers)
+    doomed = prune.prune_selection(found, 2, protect=["%016x" % 5], pattern="[0-9a-f]{16}", markers=markers)
     # 5 protected + 3 kept; 2 and 1 complete but old; 4 incomplete and older than 5
     assert doomed == ["%016x" % 1, "%016x" % 2, "%016x" % 4]
     wheels = [{"path": "/w/flashinfer-%016x" % 1, "mtime": 1}, {"path": "/w/flashinfer-%016x.partial" % 2, "mtime": 2},
               {"path": "/w/flashinfer-%016x" % 3, "mtime": 3}]
-    assert release.prune_selection(wheels, 1, pattern=r"flashinfer-[0-9a-f]{16}(\.partial)?") == [
+    assert prune.prune_selection(wheels, 1, pattern=r"flashinfer-[0-9a-f]{16}(\.partial)?") == [
         "flashinfer-%016x" % 1, "flashinfer-%016x.partial" % 2]
 
 
 def test_prune_refuses_keep_below_one():
     with pytest.raises(AnsibleFilterError, match="at least 1"):
-        release.prune_selection([], 0)
+        prune.prune_selection([], 0)
 
 
 @pytest.mark.parametrize("nice, prefix", [(0, ""), (None, ""), ("10", "nice -n 10 ionice -c 3 "),

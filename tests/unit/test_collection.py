@@ -14,9 +14,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 FQ = "blackwell.sglang."
-PLUGIN_NAMES = {kind: sorted(p.stem for p in (ROOT / "plugins" / kind).glob("*.py"))
-                for kind in ("modules", "action", "filter", "module_utils")}
+PLUGIN_NAMES = {kind: sorted(p.stem for p in (ROOT / "plugins" / kind).rglob("*.py") if p.stem != "__init__")
+                for kind in ("modules", "action", "filter", "module_utils", "plugin_utils")}
 ALL_PLUGINS = "|".join(sorted(set(sum(PLUGIN_NAMES.values(), []))))
+UTILS = PLUGIN_NAMES["module_utils"] + PLUGIN_NAMES["plugin_utils"]
 YAML_DIRS = ("roles", "playbooks", "molecule")
 
 
@@ -140,12 +141,12 @@ def test_tests_import_plugins_one_way():
         (re.compile(r"spec_from_file_location\([^)]*[\"']plugins[\"']"), "a plugin loaded by file path"),
         (re.compile(r"sys\.path\.(?:insert|append)\([^)]*[\"']plugins[\"']"), "plugins/ on sys.path"),
         (re.compile(r"module_utils\.__path__"), "an ansible.module_utils path patch"),
-        (re.compile(r"from ansible\.module_utils\.(%s)\b" % "|".join(PLUGIN_NAMES["module_utils"])),
+        (re.compile(r"from ansible\.module_utils\.(%s)\b" % "|".join(UTILS)),
          "this collection's module_utils under ansible.module_utils"),
         (bare, "a bare plugin import"),
         (re.compile(r"^\s*from (%s) import" % ALL_PLUGINS, re.M),
          "a plugin imported by its bare module name"),
-        (re.compile(r"from ansible\.module_utils import [^\n]*\b(%s)\b" % "|".join(PLUGIN_NAMES["module_utils"])),
+        (re.compile(r"from ansible\.module_utils import [^\n]*\b(%s)\b" % "|".join(UTILS)),
          "this collection's module_utils from ansible.module_utils"),
     ]
     found = []

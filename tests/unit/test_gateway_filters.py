@@ -8,7 +8,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_gateway import (
     sglang_gateway_backend, sglang_gateway_keys, sglang_gateway_probe_sources)
-from ansible_collections.blackwell.sglang.plugins.module_utils.api_keys import bearer_pattern, key_problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.api_keys import bearer_pattern, key_problems
 
 GOOD = "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0-_.~+/=="
 

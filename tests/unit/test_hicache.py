@@ -1,11 +1,11 @@
-"""HiCache host-memory budget and /dev/shm floor (plugins/module_utils/hicache.py, plugins/filter/hicache.py).
+"""HiCache host-memory budget and /dev/shm floor (plugins/plugin_utils/hicache.py, plugins/filter/preflight_budget.py).
 
 Figures are printed (pytest -s) so a reader can check the arithmetic by hand."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
-from ansible_collections.blackwell.sglang.plugins.filter import hicache as hicache_filter
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
+from ansible_collections.blackwell.sglang.plugins.filter import preflight_budget as hicache_filter
 
 KIMI = {"tp-size": 8, "enable-hierarchical-cache": True}
 RTX_PRO_6000 = 97887 * 1024 * 1024  # MiB from nvidia-smi -> 102.6 GB

@@ -61,7 +61,7 @@ def test_cgroup_usage_leaves_out_page_cache_as_sglang_does(tmp_path):
 
 
 def test_own_unit_memory_is_what_its_cgroup_members_hold(tmp_path):
-    from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import anon_memory_bytes, cgroup_pids
+    from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import anon_memory_bytes, cgroup_pids
 
     cg = tmp_path / "cg"
     _write(str(cg / "unified" / "system.slice" / "sglang-kimi.service" / "cgroup.procs"), "100\n")

@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WRAPPER = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang_log_lines.py")
 sys.path.insert(0, os.path.dirname(WRAPPER))
 import sglang_log_lines as ll  # noqa: E402
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log  # noqa: E402
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log  # noqa: E402
 
 BAR_FORMAT = "{desc}: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]"
 

@@ -80,7 +80,7 @@ def test_the_layout_doc_names_every_role_and_plugin():
     layout = (ROOT / "docs" / "layout.md").read_text()
     words = set(re.findall(r"[A-Za-z0-9_]+", layout))
     files = [p for d in ("roles",) for p in (ROOT / d).iterdir() if p.is_dir()]
-    files += [p for d in ("modules", "module_utils", "filter", "action") for p in (ROOT / "plugins" / d).glob("*.py")
-              if p.name != "__init__.py"]
+    files += [p for d in ("modules", "module_utils", "plugin_utils", "filter", "action")
+              for p in (ROOT / "plugins" / d).rglob("*.py") if p.name != "__init__.py"]
     missing = sorted("%s/%s" % (p.parent.name, p.stem) for p in files if p.stem not in words)
     assert not missing, "docs/layout.md does not name %s" % ", ".join(missing)

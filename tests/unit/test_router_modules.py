@@ -9,10 +9,10 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_workers
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, NoAnswer, normalise_url,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_router_api import RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import RouterError
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_argv import sglang_router_argv
 
 ROUTER_VERSION = "0.3.2"  # the snapshot these expectations were written against (plugins/data/sglang_router_cli_0.3.2.json)

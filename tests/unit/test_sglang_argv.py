@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from conftest import SGLANG_VERSION as V
 
 from ansible_collections.blackwell.sglang.plugins.filter import sglang_argv as f
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_rules as rules
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import sglang_rules as rules
 
 KIMI = {
     "model-path": "/srv/models/Kimi-K2.5/current",

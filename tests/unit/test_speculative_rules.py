@@ -1,7 +1,7 @@
 """EAGLE/EAGLE3 configurations SGLang 0.5.23 cannot run as given, refused by the inventory check (sglang_rules)."""
 
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_argv import sglang_argv_errors
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_rules import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_rules import (
     sglang_speculative_rules, sglang_startup_rules,
 )
 

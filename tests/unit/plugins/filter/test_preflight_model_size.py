@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.filter import hicache
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import model_weights
+from ansible_collections.blackwell.sglang.plugins.filter import preflight_budget as hicache
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import model_weights
 from ansible_collections.blackwell.sglang.plugins.modules import host_capacity, model_source_index
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))

@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.filter import hicache
+from ansible_collections.blackwell.sglang.plugins.filter import preflight_budget as hicache
 from ansible_collections.blackwell.sglang.plugins.filter import preflight_ports
 
 EP = {"unit": "sglang-kimi.service", "host": "0.0.0.0", "port": 30000}

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import durable_files
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import durable_files
 
 
 def test_pump_hashes_copies_and_asks_for_writeback_every_64_mib(tmp_path, monkeypatch):
@@ -43,7 +43,7 @@ def test_writeback_hint_and_batch_sync_work_on_this_kernel(tmp_path, monkeypatch
 
 def test_tree_bytes_counts_regular_files_only(tmp_path):
     """One count for model_stage's progress and host_capacity's partial_bytes: files, not symlinks, 0 when absent."""
-    from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import tree_bytes
+    from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import tree_bytes
 
     (tmp_path / "d" / "sub").mkdir(parents=True)
     (tmp_path / "d" / "a.safetensors").write_bytes(b"x" * 1000)

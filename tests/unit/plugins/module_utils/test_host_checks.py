@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import host_checks as hc
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import host_checks as hc
 from conftest import load_lspci, load_text, load_yaml
 
 CASES = load_yaml("host_facts", "cases.yml")["cases"]
@@ -89,9 +89,9 @@ def test_failed_host_facts_is_one_error():
 
 
 def test_filter_plugin_wraps_host_problems():
-    from ansible_collections.blackwell.sglang.plugins.filter import host_fact_problems
+    from ansible_collections.blackwell.sglang.plugins.filter import preflight_host_facts
 
-    filters = host_fact_problems.FilterModule().filters()
+    filters = preflight_host_facts.FilterModule().filters()
     facts, gpus, plan = build(CASES[1])
     got = filters["preflight_host_fact_problems"](facts, gpus, plan)
     assert len(got["errors"]) == 2

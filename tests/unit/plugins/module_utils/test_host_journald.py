@@ -3,7 +3,7 @@ its default limits, systemd time spans."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import host_journald as jd
+from ansible_collections.blackwell.sglang.plugins.module_utils.host import host_journald as jd
 
 
 @pytest.mark.parametrize("burst,available,expected", [

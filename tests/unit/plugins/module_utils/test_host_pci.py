@@ -3,7 +3,7 @@ mode from /proc/cmdline and sysfs."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import host_pci as pci
+from ansible_collections.blackwell.sglang.plugins.module_utils.host import host_pci as pci
 from conftest import load_lspci
 
 

@@ -3,7 +3,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import host_systemd as sd
+from ansible_collections.blackwell.sglang.plugins.module_utils.host import host_systemd as sd
 from conftest import load_text
 
 

@@ -1,6 +1,6 @@
 """host_values: the kernel's cpulist format."""
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import host_values as hv
+from ansible_collections.blackwell.sglang.plugins.module_utils.host import host_values as hv
 
 
 def test_cpulists():

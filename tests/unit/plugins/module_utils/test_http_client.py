@@ -8,8 +8,8 @@ from urllib.error import HTTPError
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import http_client
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.http import http_client
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, NoAnswer, http_request, normalise_url, open_request,
 )
 

@@ -8,8 +8,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
 from ansible.module_utils import basic
-from ansible_collections.blackwell.sglang.plugins.module_utils import journal_notices as jn
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import journal_command
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import journal_notices as jn
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import journal_command
 from conftest import FIXTURES, load_yaml
 
 CASES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(FIXTURES, "journal", "*.yml")))
@@ -126,7 +126,7 @@ def test_sglang_health_report_says_the_log_is_incomplete(module_runner, monkeypa
 
     class CrashedUnit(object):  # the health observation (UnitObserver is tested in test_sglang_health.py)
         def observe(self, previous=None, parse=None):
-            from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import parse_show
+            from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import parse_show
 
             obs = parse_show(show)
             obs.update(schedulers=0, activity=None, gpu=None, http_code=None, log=parse(""))

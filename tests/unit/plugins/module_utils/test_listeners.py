@@ -3,7 +3,7 @@
 import os
 import socket
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.listeners import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import (
     clashes, is_loopback, listeners, parse_proc_net_tcp)
 
 # Recorded /proc/net/tcp lines (Linux 6.x): 127.0.0.1:30000 LISTEN, 0.0.0.0:22 LISTEN, an ESTABLISHED connection.
@@ -28,7 +28,7 @@ def test_parse_listening_sockets_only():
 
 def test_listeners_name_the_process_holding_each_socket(tmp_path, monkeypatch):
     """A socket whose holder cannot be read (another user's process, no CAP_SYS_PTRACE) keeps its owner's uid."""
-    import ansible_collections.blackwell.sglang.plugins.module_utils.listeners as mod
+    import ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners as mod
     monkeypatch.setattr(mod, "user_name", lambda uid: {0: "root", 998: "sglang"}.get(uid))
     proc = tmp_path / "proc"
     (proc / "net").mkdir(parents=True)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_files as mf
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_files as mf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sandbox"))
 import checkpoint  # noqa: E402  (tests/sandbox/checkpoint.py)

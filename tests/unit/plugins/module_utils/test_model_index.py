@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import (
     INDEX_NAME, SINGLE_FILE, ModelIndexError, index_from_header, load_header_index, load_model_index, model_weights,
     parse_index, single_file_name,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import (
     ShardError, header_from_reader, read_header,
 )
 

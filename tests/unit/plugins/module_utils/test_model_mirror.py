@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import FetchError, Mirror, redact_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_mirror import FetchError, Mirror, redact_url
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "modules"))
 from test_model_stage_single import RangeServer  # noqa: E402

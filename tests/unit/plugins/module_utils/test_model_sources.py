@@ -14,9 +14,10 @@ import threading
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources, model_staging
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import StageError
-from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import Progress
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import StageError
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.stage_progress import Progress
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "modules"))
@@ -112,7 +113,7 @@ def test_every_source_transfers_nothing_when_nothing_is_left(source, tmp_path):
 
 def test_every_source_refuses_a_store_without_room(source, tmp_path, monkeypatch):
     from collections import namedtuple
-    from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
+    from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(model_store.shutil, "disk_usage", lambda p: usage(0, 0, 1000))
     with pytest.raises(StageError, match=r"not enough free space in /store: need 0\.0 GB"):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.polling import wait_until
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
 
 
 def _fake_time():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import ModelIndexError, load_index, parse_index
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import ShardError, read_header, tensor_nbytes, verify_shard
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import ModelIndexError, load_index, parse_index
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import ShardError, read_header, tensor_nbytes, verify_shard
 
 
 def real_shard(path, n=3):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import first_traceback, parse_log, split_lines
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import first_traceback, parse_log, split_lines
 from conftest import load_yaml, read_sglang_log
 
 LOG_CASES = load_yaml("sglang_logs", "cases.yml")

@@ -1,6 +1,6 @@
 """sglang_observe: what counts as a scheduler process."""
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import is_scheduler_title
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import is_scheduler_title
 
 
 def test_scheduler_titles():

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import parse_log
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_verdict import classify, crash_advice
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify, crash_advice
 from conftest import load_yaml, read_sglang_log
 
 CLASSIFY_CASES = load_yaml("sglang_logs", "classify_cases.yml")

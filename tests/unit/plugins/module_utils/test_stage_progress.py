@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import Progress, format_duration
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.stage_progress import Progress, format_duration
 
 
 def test_progress_line_matches_the_issue_format(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import gpu_facts
 from ansible.module_utils import basic
-from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import NvidiaSmiError, clean, parse_compute_apps, parse_gpus
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.nvidia_smi import NvidiaSmiError, clean, parse_compute_apps, parse_gpus
 from conftest import FIXTURES, load_yaml
 
 CASES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(FIXTURES, "nvidia_smi", "*.yml")))

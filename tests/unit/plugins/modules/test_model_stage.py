@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import durable_files
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_verify
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import durable_files
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_verify
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SHARDS = ["model-00001-of-000003.safetensors", "model-00002-of-000003.safetensors", "model-00003-of-000003.safetensors"]
@@ -313,7 +313,7 @@ def test_lower_priority_raises_niceness_and_sets_the_idle_io_class():
         "get = {'x86_64': 252, 'aarch64': 31}.get(platform.machine())\n"
         "cls = ctypes.CDLL(None).syscall(get, 1, 0) >> 13 if get else None\n"
         "print(before, r['nice'], os.nice(0), r['io_class'], cls)\n"
-    ) % os.path.join(os.path.dirname(os.path.abspath(model_stage.__file__)), "..", "module_utils")
+    ) % os.path.join(os.path.dirname(os.path.abspath(model_stage.__file__)), "..", "module_utils", "host")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     before, nice, now, io_class, cls = out.stdout.split()
     assert int(nice) == int(now) == int(before) + 5, out

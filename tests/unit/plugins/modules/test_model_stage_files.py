@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_index
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_index
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SANDBOX = Path(__file__).resolve().parents[3] / "sandbox"

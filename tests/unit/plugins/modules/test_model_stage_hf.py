@@ -17,8 +17,8 @@ from collections import namedtuple
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 HERE = os.path.dirname(os.path.abspath(__file__))

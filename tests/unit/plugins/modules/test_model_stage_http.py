@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import durable_files
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_staging
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_store
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_verify
-from ansible_collections.blackwell.sglang.plugins.module_utils import safetensors_header
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import durable_files
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_verify
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import safetensors_header
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -296,7 +296,7 @@ def test_server_ignoring_range_restarts_that_file(hub, mirror_dir, tmp_path, mod
 
 
 def test_transient_failures_are_retried_with_backoff(hub, mirror_dir, tmp_path, monkeypatch):
-    from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import Mirror
+    from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_mirror import Mirror
 
     hub.cut_after[SHARDS[0]] = 1000
     hub.cut_times[SHARDS[0]] = 2

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from ansible_collections.blackwell.sglang.plugins.module_utils import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 HERE = os.path.dirname(os.path.abspath(__file__))

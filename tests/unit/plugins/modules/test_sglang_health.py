@@ -10,8 +10,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
 import http.server as BaseHTTPServer
-from ansible_collections.blackwell.sglang.plugins.module_utils import sglang_observe
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_observe import count_schedulers, parse_show, probe_health
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_observe
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import count_schedulers, parse_show, probe_health
 from conftest import FIXTURES
 
 SHOW = ("ActiveState={active}\nSubState={sub}\nResult={result}\nMainPID={pid}\nNRestarts={restarts}\n"

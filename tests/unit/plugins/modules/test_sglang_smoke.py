@@ -88,7 +88,7 @@ def test_wrong_served_name_fails_models(module_runner, kimi_sim):
 def test_check_mode_sends_nothing(module_runner, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("request sent in check mode")
-    from ansible_collections.blackwell.sglang.plugins.module_utils import http_client
+    from ansible_collections.blackwell.sglang.plugins.module_utils.http import http_client
     monkeypatch.setattr(http_client, "urlopen", boom)
     kind, result = module_runner(sglang_smoke, {"url": "http://127.0.0.1:9", "served_model_name": "x"},
                                  check_mode=True)

@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_values import gpus_text
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_values import gpus_text
 
 __metaclass__ = type
 

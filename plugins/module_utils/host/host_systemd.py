@@ -17,7 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_values import INFINITY, human_bytes, parse_cpulist
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_values import INFINITY, human_bytes, parse_cpulist
 
 __metaclass__ = type
 

@@ -1,6 +1,6 @@
-"""prometheus_text.parse_prometheus on SGLang 0.5.23's /metrics and the corners of the text format 0.0.4."""
+"""sglang_inflight.parse_prometheus on SGLang 0.5.23's /metrics and the corners of the text format 0.0.4."""
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.prometheus_text import parse_prometheus
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import parse_prometheus
 
 # SGLang 0.5.23 /metrics with --tp-size 2 (one line per rank), as the simulator and the real server print it.
 METRICS = """# HELP sglang:num_running_reqs The number of running requests.

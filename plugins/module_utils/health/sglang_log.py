@@ -26,7 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import (
     FOREIGN_TEXT, WHEEL_FUNCTIONS, WHEEL_TEXT, any_text_re, text_re,
 )
 

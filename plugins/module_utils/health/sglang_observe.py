@@ -22,13 +22,13 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import NoAnswer, http_request
-from ansible_collections.blackwell.sglang.plugins.module_utils.nvidia_smi import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import NoAnswer, http_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.nvidia_smi import (
     NvidiaSmiError, apps_query_args, gpu_query_args, parse_compute_apps, parse_gpus,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log import READY_LINE
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import FOREIGN_TEXT
-from ansible_collections.blackwell.sglang.plugins.module_utils.unit_cgroup import cgroup_pids, show_fields
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import READY_LINE
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import FOREIGN_TEXT
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import cgroup_pids, show_fields
 
 __metaclass__ = type
 

@@ -20,7 +20,7 @@ start-up checks (stdlib only). Each returns a list of messages, empty when the o
 
 from __future__ import absolute_import, annotations, division, print_function
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_cli import normalise_options
+from ansible_collections.blackwell.sglang.plugins.plugin_utils.sglang_cli import normalise_options
 
 __metaclass__ = type
 

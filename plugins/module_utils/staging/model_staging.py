@@ -19,23 +19,23 @@ import os
 import shutil
 import time
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import (
     STAT_KEYS, fsync_dir, read_json, stat_record, sync_files, write_json_atomic,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import dir_reader, missing_files, symlinks
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_files import dir_reader, missing_files, symlinks
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import (
     INDEX_NAME, SINGLE_FILE, ModelIndexError, load_model_index,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_sources import make_source
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_sources import make_source
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import (
     JOURNAL, MANIFEST, PARTIAL_SUFFIX, Journal, StageError, check_label, current_points_to, flip_current,
     manifest_matches,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_verify import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_verify import (
     bad_files, check_sums, verify_file, verify_tree,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import verify_shard
-from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import Progress
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import verify_shard
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.stage_progress import Progress
 
 __metaclass__ = type
 

@@ -30,7 +30,7 @@ import json
 import os
 import time
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_journald import journald_settings, parse_timespan
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_journald import journald_settings, parse_timespan
 
 __metaclass__ = type
 

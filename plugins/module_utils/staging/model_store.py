@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import (
     STAT_KEYS, fsync_dir, stat_record, sync_files, write_json_atomic,
 )
 

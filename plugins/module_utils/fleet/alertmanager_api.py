@@ -16,7 +16,7 @@ molecule scenario):
 import datetime
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import EndpointError, JsonClient
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import EndpointError, JsonClient
 
 
 class AlertmanagerError(EndpointError):

@@ -15,7 +15,7 @@ at INFO and failures at ERROR, so ``--log-level warning`` and above hide the pha
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.sglang_log_text import any_text_re, text_re
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import any_text_re, text_re
 
 __metaclass__ = type
 

@@ -47,25 +47,25 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from urllib.parse import quote
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import (
     copy_and_hash, hash_file, read_json, stat_record, tree_bytes,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_files import (
     WEIGHT_SUFFIXES, dir_reader, missing_files, select_files,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import (
     INDEX_NAME, SINGLE_FILE, ModelIndexError, index_from_header, load_index, load_model_index, parse_index,
     single_file_name,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_mirror import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_mirror import (
     DOWNLOAD_SUFFIX, METADATA_LIMIT, FetchError, Mirror, redact_url,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_store import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import (
     StageError, existing_ancestor, space_check,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import ShardError, header_from_reader
-from ansible_collections.blackwell.sglang.plugins.module_utils.sha256_manifest import parse_manifest
-from ansible_collections.blackwell.sglang.plugins.module_utils.stage_progress import follow_process
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import ShardError, header_from_reader
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.sha256_manifest import parse_manifest
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.stage_progress import follow_process
 
 __metaclass__ = type
 

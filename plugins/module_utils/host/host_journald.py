@@ -18,10 +18,10 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_systemd import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_systemd import (
     UNIT_KEYS, order_dropins, parse_ini_settings, parse_rlimit,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_values import GB, GIB, MIB, human_bytes
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_values import GB, GIB, MIB, human_bytes
 
 __metaclass__ = type
 

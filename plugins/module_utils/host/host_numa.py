@@ -15,10 +15,10 @@ when nothing is left; a ``--membind`` the cpuset refuses is relaxed to ``--prefe
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_systemd import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_systemd import (
     UNIT_KEYS, order_dropins, parse_ini_settings, parse_status,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.host_values import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_values import (
     format_cpulist, gpus_text, parse_cpulist,
 )
 

@@ -14,9 +14,9 @@ from __future__ import absolute_import, division, print_function
 import json
 import os
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_files import CONFIG_FILES
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import INDEX_NAME
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import ShardError, verify_shard
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_files import CONFIG_FILES
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import INDEX_NAME
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import ShardError, verify_shard
 
 __metaclass__ = type
 

@@ -23,11 +23,11 @@ from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.durable_files import CHUNK_BYTES, hash_prefix, pump
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import CHUNK_BYTES, hash_prefix, pump
 # The collection's one HTTP client: urllib's opener, not ansible.module_utils.urls.open_url, which builds an SSL context
 # and a handler chain for every request and doubled a staging's time and CPU (benchmarks/stage_bench.py, 1 GB in 16
 # shards: 1.07 s and 1.5 CPU s with urlopen, 2.0 s and 3.1 CPU s with open_url).
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import open_request
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import open_request
 
 __metaclass__ = type
 

@@ -10,7 +10,7 @@ Facts (sglang-router 0.3.2, checked against the real router on loopback, tests/c
   process serves HTTP, ``GET /readiness`` 200 only with a healthy worker.
 """
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.http_client import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, normalise_url,
 )
 

@@ -21,7 +21,7 @@ import json
 import os
 import posixpath
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.safetensors_header import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import (
     ShardError, read_header, tensor_nbytes,
 )
 

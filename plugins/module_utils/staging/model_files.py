@@ -26,7 +26,7 @@ import json
 import os
 import re
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.model_index import INDEX_NAME
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import INDEX_NAME
 
 __metaclass__ = type
 
