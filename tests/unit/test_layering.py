@@ -78,3 +78,17 @@ def test_a_nodes_switch_and_rollback_are_entry_points_the_playbooks_call():
     assert {"restore.yml", "rejoin.yml"} <= set(included)
     rollback = yaml.safe_load((ROOT / "roles/generation/tasks/rollback_node.yml").read_text())[0]["block"]
     assert {"restore.yml", "rejoin.yml"} <= {t.get("ansible.builtin.include_tasks") for t in rollback}
+
+
+def test_preparing_a_release_is_an_entry_point_not_a_flag():
+    """Issue 39: the rolling redeploy's prepare switched three roles into a second mode with play variables
+    (*_activate: false), invisible at the call site. Now each has tasks_from stage, and no caller sets the mode."""
+    edges = layering.includes()
+    prepare = {f"{r}:{e}" for c, r, e in edges if c == "playbooks/rolling_redeploy.yml"}
+    assert {"sglang_build:stage", "model_stage:stage", "sglang_service:stage"} <= prepare
+    for role in ("sglang_build", "model_stage", "sglang_service"):
+        specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+        assert "stage" in specs and f"{role}_activate" not in specs["main"]["options"], role
+        assert f"{role}_activate" not in (yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
+    for path in list((ROOT / "playbooks").glob("*.yml")) + list((ROOT / "molecule").rglob("*.yml")):
+        assert "_activate:" not in path.read_text(), path
