@@ -284,7 +284,9 @@ def config_json(layers, experts):
 # preprocessor_config.json's auto_map AutoImageProcessor / AutoProcessor; the media_proc_cfg keys SGLang 0.5.23
 # reads (srt/multimodal/processors/kimi_k25.py). Inferred from the file list (each file there is imported by
 # something): configuration_kimi_k25.py -> .configuration_deepseek, modeling_deepseek.py -> .configuration_deepseek,
-# kimi_k25_vision_processing.py -> .media_utils. None of the code runs in the sandbox: every class raises.
+# kimi_k25_vision_processing.py -> .media_utils. None of the code runs in the sandbox (every class raises) but the
+# tokenizer and the configs it loads first: the serving benchmark (sglang/benchmark/utils.py get_tokenizer) counts
+# tokens with it.
 
 _STANDIN = ('"""Sandbox stand-in for Kimi-K2.5\'s %s (remote code).\n\n'
             'Same file name, classes and import lines as the real one (what transformers follows when it copies remote\n'
@@ -296,18 +298,91 @@ def _stub_class(name, base):
             "        raise NotImplementedError(\"sandbox stand-in: %s\")\n" % (name, base, name))
 
 
+_CONFIG_STANDIN = ('"""Sandbox stand-in for Kimi-K2.5\'s %s (remote code).\n\n'
+                   'Same file name, classes and import lines as the real one; each config holds what config.json says\n'
+                   '(the tokenizer loads the model\'s config first, so it must construct)."""\n')
+
+
+def _config_class(name, model_type):
+    return ("\n\nclass %s(PretrainedConfig):\n    model_type = %r\n\n"
+            "    def __init__(self, **kwargs):\n        super().__init__(**kwargs)\n" % (name, model_type))
+
+
+# The one stand-in that works: the serving benchmark loads the tokenizer (sglang/benchmark/utils.py get_tokenizer).
+TOKENIZER_STANDIN = r'''"""Sandbox stand-in for Kimi-K2.5's tokenization_kimi.py (remote code).
+
+Same file name, class, vocabulary file and import lines as the real one (and base64); a working tokenizer over the checkpoint's
+tiktoken.model (every byte, and the words the simulated model writes) and the special tokens of
+tokenizer_config.json. Written for the sandbox, not copied: the serving benchmark counts tokens with it."""
+
+import base64
+import os
+from logging import getLogger
+
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from transformers.tokenization_utils import PreTrainedTokenizer
+
+from .tool_declaration_ts import encode_tools_to_typescript_style
+
+logger = getLogger(__name__)
+VOCAB_FILES_NAMES = {"vocab_file": "tiktoken.model"}
+# words with their leading space, numbers, punctuation runs, whitespace (GPT-2's split, as tiktoken encodings use)
+PATTERN = r""" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+class TikTokenTokenizer(PreTrainedTokenizer):
+    vocab_files_names = VOCAB_FILES_NAMES
+    model_input_names = ["input_ids", "attention_mask"]
+
+    def __init__(self, vocab_file, added_tokens_decoder=None, **kwargs):
+        # load_tiktoken_bpe's format, read here: tiktoken caches a file by its path (in $TMPDIR/data-gym-cache), so a
+        # vocabulary replaced under the same path would be read stale
+        with open(vocab_file, "rb") as fh:
+            ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in fh if line.strip())}
+        specials = {}
+        for index, token in (added_tokens_decoder or {}).items():
+            specials[getattr(token, "content", None) or token["content"]] = int(index)
+        self.model = tiktoken.Encoding(name=os.path.basename(vocab_file), pat_str=PATTERN,
+                                       mergeable_ranks=ranks, special_tokens=specials)
+        self.byte_of = {rank: token for token, rank in ranks.items()}
+        super().__init__(added_tokens_decoder=added_tokens_decoder, **kwargs)
+
+    @property
+    def vocab_size(self):
+        return self.model.n_vocab
+
+    def get_vocab(self):
+        vocab = {token.decode("latin-1"): rank for rank, token in self.byte_of.items()}
+        vocab.update(self.added_tokens_encoder)
+        return vocab
+
+    def _tokenize(self, text, **kwargs):
+        return [self.byte_of[i].decode("latin-1") for i in self.model.encode_ordinary(text)]
+
+    def _convert_token_to_id(self, token):
+        return self.model.encode_single_token(token.encode("latin-1"))
+
+    def _convert_id_to_token(self, index):
+        return self.byte_of[index].decode("latin-1")
+
+    def convert_tokens_to_string(self, tokens):
+        return b"".join(t.encode("latin-1") for t in tokens).decode("utf-8", errors="replace")
+'''
+
+
 def remote_code_files():
     """Top-level .py files of the checkpoint -> text."""
     files = {}
     files["configuration_deepseek.py"] = (
-        _STANDIN % "configuration_deepseek.py"
+        _CONFIG_STANDIN % "configuration_deepseek.py"
         + "\nfrom transformers.configuration_utils import PretrainedConfig\n"
-        + _stub_class("DeepseekV3Config", "PretrainedConfig"))
+        + _config_class("DeepseekV3Config", "deepseek_v3"))
     files["configuration_kimi_k25.py"] = (
-        _STANDIN % "configuration_kimi_k25.py"
+        _CONFIG_STANDIN % "configuration_kimi_k25.py"
         + "\nfrom transformers.configuration_utils import PretrainedConfig\n\n"
           "from .configuration_deepseek import DeepseekV3Config\n"
-        + _stub_class("KimiK25VisionConfig", "PretrainedConfig") + _stub_class("KimiK25Config", "PretrainedConfig"))
+        + _config_class("KimiK25VisionConfig", "kimi_k25_vision") + _config_class("KimiK25Config", "kimi_k25"))
     files["modeling_deepseek.py"] = (
         _STANDIN % "modeling_deepseek.py"
         + "\nimport torch\nfrom transformers.modeling_utils import PreTrainedModel\n\n"
@@ -324,17 +399,7 @@ def remote_code_files():
         + "\n\ndef encode_tools_to_typescript_style(tools):  # pragma: no cover\n"
           "    \"\"\"The real one renders OpenAI tool schemas as TypeScript declarations for the chat template.\"\"\"\n"
           "    raise NotImplementedError(\"sandbox stand-in: encode_tools_to_typescript_style\")\n")
-    files["tokenization_kimi.py"] = (
-        _STANDIN % "tokenization_kimi.py"
-        + "\nimport os\nfrom logging import getLogger\n\nimport tiktoken\nfrom tiktoken.load import load_tiktoken_bpe\n"
-          "from transformers.tokenization_utils import PreTrainedTokenizer\n\n"
-          "from .tool_declaration_ts import encode_tools_to_typescript_style\n\n"
-          "logger = getLogger(__name__)\nVOCAB_FILES_NAMES = {\"vocab_file\": \"tiktoken.model\"}\n\n\n"
-          "class TikTokenTokenizer(PreTrainedTokenizer):\n"
-          "    vocab_files_names = VOCAB_FILES_NAMES\n"
-          "    model_input_names = [\"input_ids\", \"attention_mask\"]\n\n"
-          "    def __init__(self, vocab_file, **kwargs):  # pragma: no cover\n"
-          "        raise NotImplementedError(\"sandbox stand-in: TikTokenTokenizer\")\n")
+    files["tokenization_kimi.py"] = TOKENIZER_STANDIN
     files["media_utils.py"] = (
         _STANDIN % "media_utils.py"
         + "\nfrom datetime import datetime, timezone\n\n\n"
@@ -383,6 +448,30 @@ CHAT_TEMPLATE = """\
 """
 
 
+def _sim_words():
+    """The words the simulator's model thinks in (``_THOUGHT_WORDS`` of its http_server.py, read, not imported)."""
+    import ast
+    src = (Path(__file__).resolve().parent / "sglang_sim" / "sglang" / "srt" / "entrypoints" / "http_server.py")
+    for node in ast.walk(ast.parse(src.read_text())):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_THOUGHT_WORDS":
+            return list(ast.literal_eval(node.value))
+    raise LookupError("_THOUGHT_WORDS not found in %s" % src)
+
+
+def bpe_ranks():
+    """A small BPE vocabulary: the 256 bytes, then each word the simulator's model writes (with its leading space)
+    built up by merges one byte at a time, as a BPE vocabulary holds its words; so the benchmark's tokenizer counts
+    about one token per simulated token, as the real tokenizer counts the real model's."""
+    ranks = {bytes([i]): i for i in range(256)}
+    words = _sim_words() + ["The", "user", "wrote", "characters", "Hello", "This", "is", "simulated", "SGLang",
+                            "answer", "Paris", "Tokyo", "Rome", "Berlin"]
+    for word in sorted(set(words)):
+        token = (" " + word).encode()
+        for end in range(2, len(token) + 1):
+            ranks.setdefault(token[:end], len(ranks))
+    return ranks
+
+
 def tokenizer_files():
     special = {"163584": "[BOS]", "163585": "[EOS]", "163586": "<|im_end|>", "163601": "<|im_user|>",
                "163587": "<|im_assistant|>", "163588": "<|im_system|>", "163595": "<|tool_calls_section_begin|>",
@@ -408,8 +497,8 @@ def tokenizer_files():
                            "image_std": [0.5, 0.5, 0.5]},
     }
     import base64
-    # tiktoken's BPE file format (load_tiktoken_bpe): "<base64 token bytes> <rank>" per line; 256 byte tokens here.
-    tiktoken = "".join("%s %d\n" % (base64.b64encode(bytes([i])).decode(), i) for i in range(256))
+    # tiktoken's BPE file format (load_tiktoken_bpe): "<base64 token bytes> <rank>" per line.
+    tiktoken = "".join("%s %d\n" % (base64.b64encode(token).decode(), rank) for token, rank in bpe_ranks().items())
     gen = {"bos_token_id": 163584, "eos_token_id": 163586, "max_length": 262144, "temperature": 1.0,
            "top_p": 0.95, "transformers_version": "4.57.1"}
     files = {

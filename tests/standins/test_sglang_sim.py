@@ -406,14 +406,19 @@ def test_build_repo_is_idempotent(tmp_path):
 
 # ---- 0.5.23's start-up sequence, step by step ---------------------------------------------------------------
 
-def kimi_checkpoint(path):
-    """The sandbox's Kimi-K2.5 stand-in checkpoint (remote code, tiktoken.model, vision_config) with 4 small shards."""
+def sandbox_checkpoint_module():
+    """tests/sandbox/checkpoint.py, which makes the sandbox's checkpoints."""
     sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
     try:
         import checkpoint
     finally:
         sys.path.pop(0)
-    checkpoint.make_checkpoint(str(path), num_shards=4, shard_bytes=64 * 1024)
+    return checkpoint
+
+
+def kimi_checkpoint(path):
+    """The sandbox's Kimi-K2.5 stand-in checkpoint (remote code, tiktoken.model, vision_config) with 4 small shards."""
+    sandbox_checkpoint_module().make_checkpoint(str(path), num_shards=4, shard_bytes=64 * 1024)
     return path
 
 
@@ -783,14 +788,9 @@ def test_an_eagle3_draft_loads_after_the_target_and_before_the_kv_pool(start, tm
     its config.json, then its own Load weight begin/end with the draft's architecture), then the KV pools. The draft
     as published: one model.safetensors and no index. A draft path without a config.json fails in the scheduler,
     after the target's weights were read."""
-    sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
-    try:
-        import checkpoint
-    finally:
-        sys.path.pop(0)
     ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
     draft = tmp_path / "kimi-k2.5-eagle3"
-    checkpoint.make_draft(str(draft))
+    sandbox_checkpoint_module().make_draft(str(draft))
     spec = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "2", "--speculative-eagle-topk", "1",
             "--speculative-num-draft-tokens", "3"]
     sim = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", *spec,

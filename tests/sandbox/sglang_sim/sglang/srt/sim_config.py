@@ -28,6 +28,17 @@ DEFAULTS = {
     "SGLANG_SIM_TOKENIZE_S": "0.002",
     "SGLANG_SIM_REQUEST_S": "0.05",
     "SGLANG_SIM_TOKEN_S": "0.0",
+    # The performance model (srt/sim_perf.py, each figure's source there): a decode step of the running batch,
+    # EAGLE-3's draft steps and acceptance, and what speculation keeps of the prefix cache. A step takes at least
+    # SGLANG_SIM_TOKEN_S.
+    "SGLANG_SIM_STEP_BASE_MS": "16.0",
+    "SGLANG_SIM_STEP_PER_TOKEN_MS": "0.3",
+    "SGLANG_SIM_DRAFT_STEP_MS": "2.0",
+    "SGLANG_SIM_DRAFT_PER_TOKEN_MS": "0.05",
+    "SGLANG_SIM_SPEC_ACCEPTANCE": "0.62",
+    "SGLANG_SIM_SPEC_CACHE_HIT_FRACTION": "0.0",
+    # Model time to wall time: 1 runs as fast as the model says (benchmarks); the smoke and load tests run faster.
+    "SGLANG_SIM_TIME_SCALE": "0.05",
     "SGLANG_SIM_DETOKENIZE_S": "0.002",
     # Prefill throughput (prompt tokens per second, the prompt counted as 4 characters a token): a prefill holds the
     # scheduler, so a long prompt stops every other request's tokens and /health's; 0 = instant. A sandbox figure
@@ -44,6 +55,9 @@ DEFAULTS = {
     # 0.5.23's sigterm_watchdog checks every 5 s.
     "SGLANG_SIM_DRAIN_POLL_S": "5.0",
     "SGLANG_SIM_FAULT_DELAY_S": "1.0",
+    # Every decode step and prefill of this release takes this many times as long (a slower release, for the
+    # benchmark gate: tests/sandbox/patches/0004-slower-release.patch).
+    "SGLANG_SIM_RELEASE_SLOWDOWN": "1.0",
     # Where a simulated kernel's lines go (host_oom_at_shard): "logger" (the node's journal, SYSLOG_IDENTIFIER=kernel)
     # or "" (nowhere: a controller's test must not write kernel lines into its own journal).
     "SGLANG_SIM_KERNEL_LOG": "",

@@ -39,7 +39,7 @@ import urllib.request
 import uuid
 
 from sglang import __version__
-from sglang.srt import sim_config
+from sglang.srt import sim_config, sim_perf
 from sglang.srt.function_call import kimik2_detector as kimi
 from sglang.srt.utils import get_exception_traceback, kill_process_tree
 
@@ -95,6 +95,12 @@ class State:
         # token meanwhile; a hung forward holds it for ever.
         self.forward_lock = threading.Lock()
         self.decoded = 0  # tokens decoded since the last Decode batch line
+        # The performance model (srt/sim_perf.py): speculation's options, the prefix cache, and the accepted tokens
+        # per verify step so far (internal_state.py _add_speculative: avg_spec_accept_length in /server_info).
+        self.spec = sim_perf.Speculation(args)
+        self.prefix_cache = sim_perf.PrefixCache()
+        self.spec_accepted = 0
+        self.spec_steps = 0
         self.hang_armed_at = None  # hang_after_ready: from when the next forward never finishes
 
     def output(self):
@@ -107,7 +113,7 @@ class State:
         prefill runs chunk after chunk (``--chunked-prefill-size``, 8192) with nothing between them, each logged by
         the stats-logging rank when it is scheduled (``metrics_reporter.py report_prefill_stats``: one line per
         prefill batch, so a long prefill's log moves while its tokens and /health's do not)."""
-        rate = sim_config.get_float("SGLANG_SIM_PREFILL_TOKENS_PER_S")
+        rate = sim_config.get_float("SGLANG_SIM_PREFILL_TOKENS_PER_S") / sim_config.get_float("SGLANG_SIM_RELEASE_SLOWDOWN")
         chunk = self.cfg.get("chunked_prefill_size") or 8192
         with self.forward_lock:
             left = prefill_tokens
@@ -420,10 +426,21 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def server_info(self):
         info = {k: v for k, v in vars(STATE.args).items()}
         info.update({"served_model_name": STATE.served_model_name, "startup_time": STATE.startup_time,
-                     "internal_states": [{"last_gen_throughput": 0.0, "avg_spec_accept_length": None}],
+                     "internal_states": [self._internal_state()],
                      "version": __version__, "frontend": "python",
                      "max_total_num_tokens": STATE.cfg.get("max_total_num_tokens")})
         self._send(200, json.loads(json.dumps(info, default=str)))
+
+    @staticmethod
+    def _internal_state():
+        """managers/scheduler_components/internal_state.py: avg_spec_accept_length only where the server speculates
+        (the accepted tokens per verify step so far; the benchmark's ``Accept length``)."""
+        state = {"last_gen_throughput": 0.0}
+        if STATE.spec.on:
+            with STATE.lock:
+                steps, accepted = STATE.spec_steps, STATE.spec_accepted
+            state["avg_spec_accept_length"] = (accepted / steps) if steps else STATE.spec.accept_length()
+        return state
 
     def models(self):
         self._send(200, {"object": "list", "data": [{
@@ -459,10 +476,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
-    def _schedule(self, rid, pieces, on_token=None, prompt_tokens=0):
-        """Tokenise, then the scheduler's share (queue, the prefill of ``prompt_tokens`` at
-        SGLANG_SIM_PREFILL_TOKENS_PER_S holding the scheduler, one decode step per piece), then hand the result back:
-        only the middle part counts in /metrics. Hangs while a scheduler is dead (as upstream)."""
+    def _schedule(self, rid, pieces, on_token=None, prompt_tokens=0, cached_tokens=0):
+        """Tokenise, then the scheduler's share, then hand the result back: only the middle part counts in /metrics.
+        The scheduler's share: the queue, the prefill of the prompt's uncached tokens at
+        SGLANG_SIM_PREFILL_TOKENS_PER_S holding the scheduler (its step gives the first token), then one decode step
+        of the running batch after another (srt/sim_perf.py: each as long as the batch it runs in makes it, at least
+        SGLANG_SIM_TOKEN_S; with speculation each keeps the accept length's tokens, which a stream sends as one
+        chunk). ``on_token`` gets each step's pieces. Hangs while a scheduler is dead (as upstream)."""
         with STATE.lock:
             STATE.rid_to_state[rid] = time.time()
         try:
@@ -470,17 +490,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with STATE.lock:
                 STATE.in_scheduler[rid] = time.time()
                 STATE.log_stats()  # the prefill batch is logged
-            STATE.forward(prefill_tokens=prompt_tokens)
-            per_token = sim_config.get_float("SGLANG_SIM_TOKEN_S")
+            STATE.forward(prefill_tokens=max(prompt_tokens - cached_tokens, 1))
+            floor = sim_config.get_float("SGLANG_SIM_TOKEN_S")
             deadline = time.time() + sim_config.get_float("SGLANG_SIM_REQUEST_S")
-            for i, piece in enumerate(pieces, 1):
-                if per_token:
-                    time.sleep(per_token)
-                STATE.forward()  # the decode step waits for a prefill or a hung forward
-                STATE.decoded += 1
+            pacer = sim_perf.Pacer(STATE.spec)
+            done = 0
+            while done < len(pieces):
+                if done:  # the first token came with the prefill
+                    time.sleep(max(floor, sim_perf.step_seconds(len(STATE.in_scheduler), STATE.spec)))
+                    STATE.forward()  # the decode step waits for a prefill or a hung forward
+                n = pacer.next_count(len(pieces) - done) if done else 1
+                step = pieces[done:done + n]
+                if done and STATE.spec.on:
+                    with STATE.lock:
+                        STATE.spec_accepted += n
+                        STATE.spec_steps += 1
+                streamed_before, done = done, done + n
+                STATE.decoded += n
                 if on_token is not None:
-                    on_token(piece)
-                if on_token is not None or i % FORCE_STREAM_INTERVAL == 0:
+                    on_token(step)
+                if on_token is not None or done // FORCE_STREAM_INTERVAL > streamed_before // FORCE_STREAM_INTERVAL:
                     STATE.output()
                 self._maybe_log_decode()
             while time.time() < deadline or not STATE.schedulers_alive():
@@ -562,22 +591,30 @@ class Handler(http.server.BaseHTTPRequestHandler):
         tool_choice = body.get("tool_choice", "auto")
         thinking = (body.get("chat_template_kwargs") or {}).get("thinking") is not False
         pieces = fake_generation(body.get("messages"), tools, tool_choice, thinking, limit)
-        truncated = bool(limit) and len(pieces) > int(limit)
-        if truncated:
-            pieces = pieces[:int(limit)]
+        if body.get("ignore_eos") and limit and len(pieces) < int(limit):
+            # sampling_params ignore_eos: no end of sequence, the output runs to max_tokens (the serving benchmark
+            # asks for it, sglang/benchmark/serving.py: ``ignore_eos = not args.disable_ignore_eos``)
+            pieces += _reasoning_tokens(int(limit) - len(pieces) + 6, len(pieces))[6:]
+        truncated = bool(limit) and len(pieces) >= int(limit) and (len(pieces) > int(limit) or body.get("ignore_eos"))
+        pieces = pieces[:int(limit)] if limit else pieces
+        cached = STATE.prefix_cache.match_and_insert(body.get("messages"), prompt_tokens)
+        if STATE.spec.on:  # sgl-project/sglang#32459: speculation loses its prefix-cache hits on multi-turn chat
+            cached = int(cached * sim_config.get_float("SGLANG_SIM_SPEC_CACHE_HIT_FRACTION"))
+        usage = self._usage(pieces, input_tokens)
         try:
             if body.get("stream"):
-                return self._chat_stream(body, rid, pieces, tools, thinking, truncated, input_tokens)
-            self._schedule(rid, pieces, prompt_tokens=input_tokens)
-            return self._chat_once(rid, pieces, tools, thinking, truncated)
+                return self._chat_stream(body, rid, pieces, tools, thinking, truncated, input_tokens, cached, usage)
+            self._schedule(rid, pieces, prompt_tokens=input_tokens, cached_tokens=cached)
+            return self._chat_once(rid, pieces, tools, thinking, truncated, usage)
         finally:
             self._done(rid)
 
-    def _usage(self, pieces):
-        return {"prompt_tokens": 12, "total_tokens": 12 + len(pieces), "completion_tokens": len(pieces),
+    @staticmethod
+    def _usage(pieces, prompt):
+        return {"prompt_tokens": prompt, "total_tokens": prompt + len(pieces), "completion_tokens": len(pieces),
                 "prompt_tokens_details": None, "reasoning_tokens": 0}
 
-    def _chat_once(self, rid, pieces, tools, thinking, truncated):
+    def _chat_once(self, rid, pieces, tools, thinking, truncated, usage):
         STATE.finished(len(pieces), False)
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         reasoning, text = split_reasoning("".join(pieces), rparser, thinking)
@@ -594,9 +631,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                          "model": STATE.served_model_name,
                          "choices": [{"index": 0, "message": msg, "logprobs": None,
                                       "finish_reason": finish, "matched_stop": None}],
-                         "usage": self._usage(pieces), "metadata": {"weight_version": "default"}})
+                         "usage": usage, "metadata": {"weight_version": "default"}})
 
-    def _chat_stream(self, body, rid, pieces, tools, thinking, truncated, input_tokens):
+    def _chat_stream(self, body, rid, pieces, tools, thinking, truncated, input_tokens, cached, usage):
         created, model = int(time.time()), STATE.served_model_name
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         self.send_response(200)
@@ -617,34 +654,48 @@ class Handler(http.server.BaseHTTPRequestHandler):
         state = {"reasoning": rparser in REASONING_PARSERS and thinking, "call": False}
         sp = kimi.StreamParser() if (tparser == "kimi_k2" and tools) else None
 
-        def on_token(piece):
+        def deltas(piece):
             if state["reasoning"]:
                 if piece == "</think>":
                     state["reasoning"] = False
-                    return
+                    return []
                 if piece != kimi.BOT:
-                    chunk({"reasoning_content": piece})
-                    return
+                    return [{"reasoning_content": piece}]
                 state["reasoning"] = False
             if sp is None:
-                chunk({"content": piece})
-                return
+                return [{"content": piece}]
+            out = []
             for ev in sp.feed(piece):
                 if ev[0] == "text":
-                    chunk({"content": ev[1]})
+                    out.append({"content": ev[1]})
                 elif ev[0] == "call":
                     state["call"] = True
-                    chunk({"tool_calls": [{"index": ev[1], "id": f"functions.{ev[2]}:{ev[1]}", "type": "function",
-                                           "function": {"name": ev[2], "arguments": ""}}]})
+                    out.append({"tool_calls": [{"index": ev[1], "id": f"functions.{ev[2]}:{ev[1]}", "type": "function",
+                                                "function": {"name": ev[2], "arguments": ""}}]})
                 else:
-                    chunk({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
+                    out.append({"tool_calls": [{"index": ev[1], "function": {"arguments": ev[2]}}]})
+            return out
 
-        self._schedule(rid, pieces, on_token, prompt_tokens=input_tokens)
+        def on_token(step):
+            """One decode step's tokens as one chunk (several with speculation), split only where the kind of delta
+            changes (reasoning, content, a tool call)."""
+            pending = []
+            for piece in step:
+                for d in deltas(piece):
+                    text_key = next((k for k in ("reasoning_content", "content") if k in d), None)
+                    if pending and text_key and text_key in pending[-1]:
+                        pending[-1][text_key] += d[text_key]
+                    else:
+                        pending.append(d)
+            for d in pending:
+                chunk(d)
+
+        self._schedule(rid, pieces, on_token, prompt_tokens=input_tokens, cached_tokens=cached)
         STATE.finished(len(pieces), True)
         chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                   "choices": [], "usage": self._usage(pieces)}
+                   "choices": [], "usage": usage}
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
@@ -778,6 +829,8 @@ def launch_server(args, schedulers, detok, cfg, watchdog):
     threading.Thread(target=sigterm_watchdog, daemon=True, name="sigterm_watchdog").start()
     http.server.ThreadingHTTPServer.allow_reuse_address = True
     http.server.ThreadingHTTPServer.daemon_threads = True
+    # uvicorn's Config(backlog=2048): socketserver's listen backlog of 5 drops connections a benchmark opens at once
+    http.server.ThreadingHTTPServer.request_queue_size = 2048
     # http_server.py lifespan: the startup half starts the warmup thread, the shutdown half joins it
     warmup = threading.Thread(target=_wait_and_warmup, args=(args,), daemon=True, name="warmup")
     warmup.start()
