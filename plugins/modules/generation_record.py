@@ -19,7 +19,9 @@ description:
   - C(state=switched) makes O(target) live (flips both links, installs the staged files) and records it. In check
     mode it only says whether anything would change, so a rolling redeploy skips a node with nothing to switch.
   - C(state=restored) makes the previous generation live again (links and files) and records it as a new generation,
-    so a second restore rolls forward. This is the one rollback, used by C(playbooks/rollback.yml) and the rolling
+    so a second restore rolls forward. The new generation keeps the serving benchmark figures of the one it restores
+    (C(benchmark-*.json), from M(blackwell.sglang.sglang_benchmark)), which measured the same release, model and
+    unit. This is the one rollback, used by C(playbooks/rollback.yml) and the rolling
     redeploy's rescue.
   - Links are replaced atomically (a new symlink renamed over the old); files are written to a temporary name in
     their directory and renamed. Restarting the unit is the caller's (it must drain first).
@@ -302,6 +304,15 @@ class Changes(object):
                                  "after": record_text(record)})
 
 
+def carry_measurements(gdir, source, dest):
+    """A restored generation serves what ``source`` served (release, model, unit files): it keeps that generation's
+    serving benchmark figures (``benchmark-*.json``), so the next rollout's gate compares with them."""
+    src = os.path.join(gdir, str(source))
+    for name in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+        if name.startswith("benchmark-") and name.endswith(".json"):
+            shutil.copy2(os.path.join(src, name), os.path.join(gdir, str(dest), name))
+
+
 def add_generation(p, state, reason, check, changes, sources=None):
     """Write ``state`` as the next generation and return its record; in check mode put the record it would write in
     the diff and return None."""
@@ -422,6 +433,8 @@ def run(module):
         if result["changed"]:
             current = record_applied(p, live, want, sources, p["reason"] or "restored generation %d"
                                      % target_record["generation"], check, changes) or current
+            if not check:
+                carry_measurements(p["dir"], target_record["generation"], current["generation"])
     if changes.enabled and result["changed"]:
         result["diff"] = changes.entries
     result["current"] = current

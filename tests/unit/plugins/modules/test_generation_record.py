@@ -72,6 +72,19 @@ def test_restore_brings_release_model_and_unit_back_and_a_second_restore_rolls_f
     assert forward["restored_generation"] == 2 and os.readlink(str(node / "models/Kimi/current")) == "r2"
 
 
+def test_a_restored_generation_keeps_the_benchmark_figures_of_the_one_it_restores(node, module_runner):
+    """The rollout's gate compares with the previous generation's figures: after a rollback the live generation is a
+    new one (3), serving what 1 served, so it carries 1's figures and not the failed 2's."""
+    module_runner(generation_record, params(node))
+    (node / "gen/1/benchmark-gate.json").write_text('{"label": "gate", "results": [1]}\n')
+    module_runner(generation_record, params(node, state="switched", target=target(node)))
+    (node / "gen/2/benchmark-gate.json").write_text('{"label": "gate", "results": [2]}\n')
+    kind, back = module_runner(generation_record, params(node, state="restored", reason="rollback"))
+    assert kind == "exit" and back["current"]["generation"] == 3
+    assert json.loads((node / "gen/current/benchmark-gate.json").read_text())["results"] == [1]
+    assert os.readlink(str(node / "gen/current")) == "3"
+
+
 def test_restore_after_a_switch_that_failed_half_way_goes_to_the_last_record(node, module_runner):
     """Links flipped but nothing recorded (the switch died): the rollback target is the current record."""
     module_runner(generation_record, params(node))
