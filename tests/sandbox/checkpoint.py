@@ -311,8 +311,8 @@ def _config_class(name, model_type):
 # The one stand-in that works: the serving benchmark loads the tokenizer (sglang/benchmark/utils.py get_tokenizer).
 TOKENIZER_STANDIN = r'''"""Sandbox stand-in for Kimi-K2.5's tokenization_kimi.py (remote code).
 
-Same file name, class, vocabulary file and import lines as the real one (and base64); a working tokenizer over the checkpoint's
-tiktoken.model (every byte, and the words the simulated model writes) and the special tokens of
+Same file name, class, vocabulary file and import lines as the real one (and base64); a working tokenizer over the
+checkpoint's tiktoken.model (every byte, and the words the simulated model writes) and the special tokens of
 tokenizer_config.json. Written for the sandbox, not copied: the serving benchmark counts tokens with it."""
 
 import base64

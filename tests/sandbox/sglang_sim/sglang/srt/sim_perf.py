@@ -21,7 +21,9 @@ The coefficients are sandbox figures for Kimi-K2.5 at tp 8 on eight PCIe RTX PRO
   EAGLE-3 fixes, ahead of the 61 without. The verify step's cost grows with 4 tokens per request, so at a batch of
   about 20 and above speculation is behind: at 128 it makes about 1470 tokens/s against 2350.
 - the prefix cache (RadixCache) serves a prompt's longest prefix seen before, by whole messages: a multi-turn chat's
-  earlier turns cost no prefill. With speculation on, a request keeps only ``SGLANG_SIM_SPEC_CACHE_HIT_FRACTION``
+  earlier turns cost no prefill; a prompt seen whole keeps its last token to compute (``managers/schedule_batch.py``
+  ``_compute_max_prefix_len``: at most the input length less 1). The real cache also holds the answers it generated;
+  this one holds prompts only, so a conversation's next turn finds a little less than on a real server. With speculation on, a request keeps only ``SGLANG_SIM_SPEC_CACHE_HIT_FRACTION``
   (0) of those hits: speculative decoding lost its prefix-cache hits on multi-turn chat (sgl-project/sglang#32459).
 
 ``SGLANG_SIM_TIME_SCALE`` multiplies every decode step (the sandbox runs its smoke and load tests faster than real
@@ -34,15 +36,13 @@ import hashlib
 import json
 import threading
 
-from sglang.srt import sim_config
+from sglang.srt.sim_config import get_float
 
-# 0.5.23 server_args.py: EAGLE/EAGLE3 without explicit values get speculative_num_steps 3, speculative_eagle_topk 1,
-# speculative_num_draft_tokens 4 (auto_choose_speculative_params for a model it has no table entry for).
+# 0.5.23 arg_groups/speculative_hook.py _auto_choose_speculative_params: EAGLE/EAGLE3 without explicit values get
+# (steps 3, topk 1, draft tokens 4) for an architecture it has no other entry for (KimiK25ForConditionalGeneration).
 SPEC_DEFAULTS = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
-
-
-def _f(name):
-    return sim_config.get_float(name)
+# speculative/spec_info.py SpeculativeAlgorithm: the draft-model algorithms this model takes (EAGLE3 with a draft)
+DRAFT_ALGORITHMS = ("EAGLE", "EAGLE3")
 
 
 class Speculation:
@@ -50,7 +50,7 @@ class Speculation:
 
     def __init__(self, args):
         algorithm = (getattr(args, "speculative_algorithm", None) or "").upper()
-        self.on = algorithm in ("EAGLE", "EAGLE3", "NEXTN")
+        self.on = algorithm in DRAFT_ALGORITHMS
         self.num_steps = int(getattr(args, "speculative_num_steps", None) or SPEC_DEFAULTS["num_steps"])
         self.topk = int(getattr(args, "speculative_eagle_topk", None) or SPEC_DEFAULTS["eagle_topk"])
         self.draft_tokens = int(getattr(args, "speculative_num_draft_tokens", None) or SPEC_DEFAULTS["num_draft_tokens"])
@@ -59,7 +59,7 @@ class Speculation:
         """Tokens kept per verify step: the bonus token plus each draft token accepted in a row."""
         if not self.on:
             return 1.0
-        a = _f("SGLANG_SIM_SPEC_ACCEPTANCE")
+        a = get_float("SGLANG_SIM_SPEC_ACCEPTANCE")
         return sum(a ** i for i in range(self.num_steps + 1))
 
 
@@ -67,14 +67,14 @@ def step_seconds(batch, spec, scale=None):
     """Wall seconds of one decode step of a running batch of ``batch`` requests (at least 1)."""
     batch = max(int(batch), 1)
     per_seq = spec.draft_tokens if spec.on else 1
-    ms = _f("SGLANG_SIM_STEP_BASE_MS") + _f("SGLANG_SIM_STEP_PER_TOKEN_MS") * batch * per_seq
+    ms = get_float("SGLANG_SIM_STEP_BASE_MS") + get_float("SGLANG_SIM_STEP_PER_TOKEN_MS") * batch * per_seq
     if spec.on:
-        ms += spec.num_steps * (_f("SGLANG_SIM_DRAFT_STEP_MS") + _f("SGLANG_SIM_DRAFT_PER_TOKEN_MS") * batch * spec.topk)
-    scale = _f("SGLANG_SIM_TIME_SCALE") if scale is None else scale
-    return ms / 1000.0 * scale * _f("SGLANG_SIM_RELEASE_SLOWDOWN")
+        ms += spec.num_steps * (get_float("SGLANG_SIM_DRAFT_STEP_MS") + get_float("SGLANG_SIM_DRAFT_PER_TOKEN_MS") * batch * spec.topk)
+    scale = get_float("SGLANG_SIM_TIME_SCALE") if scale is None else scale
+    return ms / 1000.0 * scale * get_float("SGLANG_SIM_RELEASE_SLOWDOWN")
 
 
-def tokens_per_step(batch, spec):
+def tokens_per_second(batch, spec):
     """Output tokens/s of the whole batch at scale 1 (for docs and tests)."""
     return batch * spec.accept_length() / step_seconds(batch, spec, scale=1.0)
 
@@ -111,17 +111,18 @@ class PrefixCache:
         return out
 
     def match_and_insert(self, messages, count_tokens):
-        """Tokens of the longest cached prefix (whole messages, short of the whole prompt), then the prompt's
-        prefixes are cached."""
+        """Tokens of the longest cached prefix by whole messages (a prompt seen whole: all but its last token), then
+        the prompt's prefixes are cached."""
         if not isinstance(messages, list) or not messages:
             return 0
         keys = self._keys(messages, count_tokens)
         hit = 0
         with self.lock:
-            for key, tokens in keys[:-1]:
+            for key, tokens in keys:
                 if key in self.entries:
                     self.entries.move_to_end(key)
                     hit = tokens
+            hit = min(hit, keys[-1][1] - 1)
             for key, tokens in keys:
                 self.entries[key] = tokens
                 self.entries.move_to_end(key)

@@ -433,13 +433,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     @staticmethod
     def _internal_state():
-        """managers/scheduler_components/internal_state.py: avg_spec_accept_length only where the server speculates
-        (the accepted tokens per verify step so far; the benchmark's ``Accept length``)."""
+        """managers/scheduler_components/internal_state.py _add_speculative and _average_accept_length:
+        avg_spec_accept_length (the accepted tokens per verify step so far; the benchmark's ``Accept length``) only
+        where the server speculates and has run a verify step."""
         state = {"last_gen_throughput": 0.0}
-        if STATE.spec.on:
-            with STATE.lock:
-                steps, accepted = STATE.spec_steps, STATE.spec_accepted
-            state["avg_spec_accept_length"] = (accepted / steps) if steps else STATE.spec.accept_length()
+        with STATE.lock:
+            steps, accepted = STATE.spec_steps, STATE.spec_accepted
+        if STATE.spec.on and steps:
+            state["avg_spec_accept_length"] = accepted / steps
         return state
 
     def models(self):
@@ -595,7 +596,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # sampling_params ignore_eos: no end of sequence, the output runs to max_tokens (the serving benchmark
             # asks for it, sglang/benchmark/serving.py: ``ignore_eos = not args.disable_ignore_eos``)
             pieces += _reasoning_tokens(int(limit) - len(pieces) + 6, len(pieces))[6:]
-        truncated = bool(limit) and len(pieces) >= int(limit) and (len(pieces) > int(limit) or body.get("ignore_eos"))
+        truncated = bool(limit) and (len(pieces) > int(limit) or bool(body.get("ignore_eos")))
         pieces = pieces[:int(limit)] if limit else pieces
         cached = STATE.prefix_cache.match_and_insert(body.get("messages"), prompt_tokens)
         if STATE.spec.on:  # sgl-project/sglang#32459: speculation loses its prefix-cache hits on multi-turn chat
