@@ -6,6 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.filter.sglang_argv import sglang_argv_errors
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_eagle3 import sglang_eagle3_options
 
 TABLE_COLUMNS = (("workload", 12), ("conc", 5), ("out tok/s", 10), ("req/s", 7), ("TTFT p50", 9), ("TTFT p99", 9),
                  ("ITL p50", 8), ("ITL p99", 8), ("accept", 6), ("failed", 6))
@@ -135,15 +136,39 @@ def sglang_benchmark_options(effective, config, eagle3_options=None) -> dict:
     return out
 
 
+def sglang_benchmark_runs(configs, effective, base_options, family, version, staged_draft="") -> list:
+    """Each configuration's label and the SGLang options it runs with (``sglang_benchmark_options``), its ``eagle3``
+    turned into options by sglang_eagle3_options with the deployment's staged draft (``staged_draft``) only where it
+    turns EAGLE-3 on (a draft staged for an "off" configuration is not an error here: the deployment staged it)."""
+    runs = []
+    for config in configs or []:
+        eagle3 = None
+        if isinstance(config, dict) and "eagle3" in config:
+            spec = config["eagle3"] or {}
+            eagle3 = sglang_eagle3_options(spec, base_options, family, version,
+                                           staged_draft=staged_draft if spec.get("enabled") else "")
+        options = sglang_benchmark_options(effective, config, eagle3)  # refuses a config without a fit label
+        runs.append({"label": config["label"], "options": options})
+    return runs
+
+
 def sglang_benchmark_option_errors(runs, version, model_family=None, compute_capability=None) -> list:
-    """Every problem the release's parser and the product's rules find in each configuration's options
-    (``runs``: label and options), each prefixed with its label: all of them before the node is touched."""
-    return ["%s: %s" % (run.get("label"), problem) for run in runs or []
-            for problem in sglang_argv_errors(run.get("options") or {}, version, model_family, compute_capability)]
+    """Every problem of the configurations, all of them before the node is touched: fewer than two, labels that
+    repeat, and what the release's parser and the product's rules find in each one's options (prefixed with its
+    label)."""
+    labels = [run.get("label") for run in runs or []]
+    problems = []
+    if len(labels) < 2:
+        problems.append("two configurations are needed at least, got %d" % len(labels))
+    if len(set(labels)) != len(labels):
+        problems.append("labels must differ, got %s" % ", ".join(labels))
+    return problems + ["%s: %s" % (run.get("label"), problem) for run in runs or []
+                       for problem in sglang_argv_errors(run.get("options") or {}, version, model_family,
+                                                         compute_capability)]
 
 
 class FilterModule:
     def filters(self):
         return {"sglang_benchmark_table": sglang_benchmark_table, "sglang_benchmark_compare": sglang_benchmark_compare,
-                "sglang_benchmark_gate": sglang_benchmark_gate, "sglang_benchmark_options": sglang_benchmark_options,
+                "sglang_benchmark_gate": sglang_benchmark_gate, "sglang_benchmark_runs": sglang_benchmark_runs,
                 "sglang_benchmark_option_errors": sglang_benchmark_option_errors}

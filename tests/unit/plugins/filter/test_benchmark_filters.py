@@ -9,6 +9,7 @@ from ansible_collections.blackwell.sglang.plugins.filter.sglang_benchmark import
     sglang_benchmark_gate,
     sglang_benchmark_option_errors,
     sglang_benchmark_options,
+    sglang_benchmark_runs,
     sglang_benchmark_table,
 )
 
@@ -114,3 +115,24 @@ def test_option_errors_name_each_configuration():
     problems = sglang_benchmark_option_errors(runs, "0.5.23")
     assert problems and all(p.startswith("bad: ") for p in problems)
     assert any("no-such-option" in p for p in problems)
+
+
+def test_option_errors_refuse_fewer_than_two_configurations_and_repeated_labels():
+    one = [{"label": "a", "options": {"model-path": "/m"}}]
+    assert sglang_benchmark_option_errors(one, "0.5.23") == ["two configurations are needed at least, got 1"]
+    twice = one + one
+    assert sglang_benchmark_option_errors(twice, "0.5.23") == ["labels must differ, got a, a"]
+
+
+def test_runs_pass_the_staged_draft_only_to_a_configuration_that_turns_eagle3_on():
+    node = {"model-path": "/m", "tp-size": 8, "served-model-name": "Kimi-K2.5"}
+    configs = [{"label": "baseline", "eagle3": {"enabled": False}},
+               {"label": "eagle3", "eagle3": {"enabled": True, "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}},
+               {"label": "as-deployed", "options": {"cuda-graph-max-bs-decode": 64}}]
+    runs = sglang_benchmark_runs(configs, node, node, None, "0.5.23", staged_draft="/srv/models/draft/d1")
+    assert [r["label"] for r in runs] == ["baseline", "eagle3", "as-deployed"]
+    assert not any(k.startswith("speculative-") for k in runs[0]["options"])  # a staged draft with EAGLE-3 off: fine
+    assert runs[1]["options"]["speculative-algorithm"] == "EAGLE3"
+    assert runs[1]["options"]["speculative-draft-model-path"] == "/srv/models/draft/d1"
+    assert runs[1]["options"]["speculative-num-steps"] == 3
+    assert runs[2]["options"] == dict(node, **{"cuda-graph-max-bs-decode": 64})
