@@ -678,8 +678,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return out
 
         def on_token(step):
-            """One decode step's tokens as one chunk (several with speculation), split only where the kind of delta
-            changes (reasoning, content, a tool call)."""
+            """One decode step's tokens as one chunk (several with speculation: managers/scheduler_components/
+            output_streamer.py accept sends every step at the default stream_interval 1, whatever the step appended),
+            split only where the kind of delta changes (reasoning, content, a tool call)."""
             pending = []
             for piece in step:
                 for d in deltas(piece):
