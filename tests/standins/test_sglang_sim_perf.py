@@ -3,6 +3,7 @@ the running batch, EAGLE-3 that keeps about 2.24 tokens a step and pays for its 
 that speculation loses; and what a client of the HTTP server sees of it (chunks, usage, /server_info)."""
 
 import json
+import re
 import sys
 import time
 import urllib.request
@@ -46,8 +47,11 @@ def test_speculation_leads_a_single_stream_and_trails_a_full_batch():
 def test_a_step_grows_with_the_batch_and_the_scale_and_slowdown_multiply_it(monkeypatch):
     assert sim_perf.step_seconds(128, BASE, scale=1.0) > 3 * sim_perf.step_seconds(1, BASE, scale=1.0)
     assert sim_perf.step_seconds(1, BASE) == pytest.approx(0.05 * 0.0163)  # the default time scale
+    assert sim_perf.step_seconds(1, BASE, floor=0.02) == pytest.approx(0.02)  # a scenario's pace (SGLANG_SIM_TOKEN_S)
     monkeypatch.setenv("SGLANG_SIM_RELEASE_SLOWDOWN", "1.3")
     assert sim_perf.step_seconds(1, BASE, scale=1.0) == pytest.approx(1.3 * 0.0163)
+    # a slower release is slower under a floor too (the fleet paces at 0.02 s, above the model at its scale)
+    assert sim_perf.step_seconds(1, BASE, floor=0.02) == pytest.approx(1.3 * 0.02)
 
 
 def test_the_pacer_gives_the_accept_length_on_average_and_never_past_the_end():
@@ -97,7 +101,7 @@ def test_a_client_sees_the_model(start, tmp_path):
     ckpt = kimi_checkpoint(tmp_path / "Kimi-K2.5")
     draft = tmp_path / "kimi-k2.5-eagle3"
     sandbox_checkpoint_module().make_draft(str(draft))
-    env = {"SGLANG_SIM_TIME_SCALE": "1", "SGLANG_SIM_PREFILL_TOKENS_PER_S": "4000"}
+    env = {"SGLANG_SIM_TIME_SCALE": "1", "SGLANG_SIM_PREFILL_TOKENS_PER_S": "4000", "SGLANG_SIM_DECODE_LOG_S": "0.2"}
     base = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code"], env=env)
     spec = start(["--model-path", str(ckpt), "--tp", "2", "--trust-remote-code", "--speculative-algorithm", "EAGLE3",
                   "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
@@ -115,6 +119,16 @@ def test_a_client_sees_the_model(start, tmp_path):
     assert state["avg_spec_accept_length"] == pytest.approx(2.2, abs=0.15)  # short requests end mid-step
     with urllib.request.urlopen(base.url("/server_info"), timeout=5) as res:  # no speculation: no accept length
         assert "avg_spec_accept_length" not in json.loads(res.read())["internal_states"][0]
+    # the Decode batch line (metrics_reporter.py report_decode_stats) carries the interval's accept length and rate
+    # (correct drafts per draft token, 3 a step here) with speculation, and neither without it
+    decode = re.compile(r"Decode batch, #running-req: \d+, .*?token usage: [\d.]+, "
+                        r"(?:accept len: (?P<len>[\d.]+), accept rate: (?P<rate>[\d.]+), )?cuda graph: True")
+    lines = {sim: [m for m in map(decode.search, sim.log.splitlines()) if m] for sim in (base, spec)}
+    assert lines[base] and all(m["len"] is None for m in lines[base]), base.log[-2000:]
+    assert lines[spec] and all(m["len"] is not None for m in lines[spec]), spec.log[-2000:]
+    for m in lines[spec]:
+        assert 1.0 <= float(m["len"]) <= 4.0
+        assert float(m["rate"]) == pytest.approx((float(m["len"]) - 1) / 3, abs=0.01)
     # a conversation: 8000 prompt tokens at 4000/s is 2 s of prefill the first time, none the second
     turn1 = [{"role": "system", "content": "notes " * 5400}, {"role": "user", "content": "q1"}]
     turn2 = turn1 + [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}]

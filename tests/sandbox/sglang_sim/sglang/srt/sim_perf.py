@@ -63,15 +63,17 @@ class Speculation:
         return sum(a ** i for i in range(self.num_steps + 1))
 
 
-def step_seconds(batch, spec, scale=None):
-    """Wall seconds of one decode step of a running batch of ``batch`` requests (at least 1)."""
+def step_seconds(batch, spec, scale=None, floor=0.0):
+    """Wall seconds of one decode step of a running batch of ``batch`` requests (at least 1): the model's time at the
+    time scale, or ``floor`` (SGLANG_SIM_TOKEN_S, a scenario's fixed pace) where that is longer; a slower release
+    (SGLANG_SIM_RELEASE_SLOWDOWN) is slower either way."""
     batch = max(int(batch), 1)
     per_seq = spec.draft_tokens if spec.on else 1
     ms = get_float("SGLANG_SIM_STEP_BASE_MS") + get_float("SGLANG_SIM_STEP_PER_TOKEN_MS") * batch * per_seq
     if spec.on:
         ms += spec.num_steps * (get_float("SGLANG_SIM_DRAFT_STEP_MS") + get_float("SGLANG_SIM_DRAFT_PER_TOKEN_MS") * batch * spec.topk)
     scale = get_float("SGLANG_SIM_TIME_SCALE") if scale is None else scale
-    return ms / 1000.0 * scale * get_float("SGLANG_SIM_RELEASE_SLOWDOWN")
+    return max(ms / 1000.0 * scale, floor) * get_float("SGLANG_SIM_RELEASE_SLOWDOWN")
 
 
 def tokens_per_second(batch, spec):

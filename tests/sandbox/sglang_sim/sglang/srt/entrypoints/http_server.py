@@ -101,6 +101,7 @@ class State:
         self.prefix_cache = sim_perf.PrefixCache()
         self.spec_accepted = 0
         self.spec_steps = 0
+        self.spec_interval = [0, 0]  # accepted tokens and verify steps since the last Decode batch line
         self.hang_armed_at = None  # hang_after_ready: from when the next forward never finishes
 
     def output(self):
@@ -147,11 +148,20 @@ class State:
 
     def report_decode(self, gen_throughput):
         """``Decode batch, ...`` every decode log interval (metrics_reporter.py report_decode_stats; no
-        speculative or disaggregation parts: the sim logs the plain form)."""
+        disaggregation part). With speculation, the interval's ``accept len`` (accepted tokens per verify step) and
+        ``accept rate`` (correct drafts, the accepted tokens but the verify's own, per draft token: num_draft_tokens - 1
+        a step), as report_decode_stats adds them after the token usage."""
         running = len(self.in_scheduler)
+        spec = ""
+        with self.lock:
+            accepted, steps = self.spec_interval
+            self.spec_interval = [0, 0]
+        if self.spec.on and steps:
+            rate = (accepted - steps) / (steps * max(self.spec.draft_tokens - 1, 1))
+            spec = f"accept len: {accepted / steps:.2f}, accept rate: {rate:.2f}, "
         self.schedulers[0].tell(
             f"log Decode batch, #running-req: {running}, #token: {running * 64}, "
-            f"token usage: {self._usage(running * 64):.2f}, cuda graph: True, "
+            f"token usage: {self._usage(running * 64):.2f}, {spec}cuda graph: True, "
             f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: 0")
 
     def _hangs(self):
@@ -498,7 +508,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             done = 0
             while done < len(pieces):
                 if done:  # the first token came with the prefill
-                    time.sleep(max(floor, sim_perf.step_seconds(len(STATE.in_scheduler), STATE.spec)))
+                    time.sleep(sim_perf.step_seconds(len(STATE.in_scheduler), STATE.spec, floor=floor))
                     STATE.forward()  # the decode step waits for a prefill or a hung forward
                 n = pacer.next_count(len(pieces) - done) if done else 1
                 step = pieces[done:done + n]
@@ -506,6 +516,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     with STATE.lock:
                         STATE.spec_accepted += n
                         STATE.spec_steps += 1
+                        STATE.spec_interval[0] += n
+                        STATE.spec_interval[1] += 1
                 streamed_before, done = done, done + n
                 STATE.decoded += n
                 if on_token is not None:
