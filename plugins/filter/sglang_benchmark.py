@@ -72,12 +72,17 @@ def sglang_benchmark_compare(second, first, first_label="A", second_label="B") -
     return {"rows": rows, "table": "\n".join(lines), "unmatched": unmatched}
 
 
+# What makes two runs of one workload and concurrency the same sweep (the figures of a run carry them).
+SWEEP_KEYS = ("requests", "output_tokens")
+
+
 def sglang_benchmark_gate(current, previous, concurrency, max_throughput_drop_pct, max_ttft_rise_pct,
                           workload="short_chat") -> dict:
     """The rolling redeploy's gate: this generation's sweep against the previous generation's record, at one
     reference concurrency of one workload. ``passed`` false names the figures: output tokens/s down by more than
-    ``max_throughput_drop_pct``, or p99 TTFT up by more than ``max_ttft_rise_pct``. No previous record: passed, and
-    ``msg`` says the gate only recorded."""
+    ``max_throughput_drop_pct``, or p99 TTFT up by more than ``max_ttft_rise_pct``. No previous record, or one of
+    another sweep (its run's ``requests`` or ``output_tokens`` differ): passed, and ``msg`` says the gate only
+    recorded."""
     try:
         concurrency = int(concurrency)
         drop_limit, rise_limit = float(max_throughput_drop_pct), float(max_ttft_rise_pct)
@@ -88,11 +93,15 @@ def sglang_benchmark_gate(current, previous, concurrency, max_throughput_drop_pc
         raise AnsibleFilterError("sglang_benchmark_gate: this sweep has no %s run at concurrency %d (it ran %s)" % (
             workload, concurrency, sorted("%s c%d" % k for k in _by_run(current))))
     before = _by_run(previous).get((workload, concurrency)) if previous else None
-    if before is None:
+    # Like with like: a record of another sweep (other requests or output tokens a request) is no reference.
+    other = [key for key in SWEEP_KEYS if before is not None and key in before and key in now and before[key] != now[key]]
+    if before is None or other:
+        why = ("no benchmark record of the previous generation at %s c%d" % (workload, concurrency) if before is None
+               else "the previous generation's record at %s c%d ran another sweep (%s)" % (
+                   workload, concurrency, ", ".join("%s %s, now %s" % (k, before[k], now[k]) for k in other)))
         return {"passed": True, "recorded_only": True, "problems": [],
-                "msg": "no benchmark record of the previous generation at %s c%d: the gate recorded this one "
-                       "(%s output tokens/s, p99 TTFT %s ms) and passed" % (
-                           workload, concurrency, _num(now.get("output_tokens_per_s")), _num(now.get("ttft_p99_ms")))}
+                "msg": "%s: the gate recorded this one (%s output tokens/s, p99 TTFT %s ms) and passed" % (
+                    why, _num(now.get("output_tokens_per_s")), _num(now.get("ttft_p99_ms")))}
     problems = []
     throughput = _change(now.get("output_tokens_per_s"), before.get("output_tokens_per_s"))
     if throughput is not None and -throughput > drop_limit:

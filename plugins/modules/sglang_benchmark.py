@@ -103,8 +103,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 results:
-  description: One entry per run, in order (workload, concurrency, requests, output_tokens_per_s, requests_per_s,
-    ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, accept_length, completed, failed, duration_s).
+  description: One entry per run, in order (workload, concurrency, requests, output_tokens (asked of each request),
+    output_tokens_per_s, requests_per_s, ttft_p50_ms, ttft_p99_ms, itl_p50_ms, itl_p99_ms, accept_length, completed,
+    failed, duration_s).
   returned: success
   type: list
   elements: dict
@@ -244,8 +245,10 @@ def main():
             failed_runs.append({"id": run["id"], "error": statuses.get(run["id"], {}).get("error") or
                                 "no result (the driver ended: %s)" % rc})
             continue
-        results.append(serving_runs.summary(result, run["workload"], run["concurrency"], run["requests"],
-                                            turns=workloads.WORKLOADS[run["workload"]][3]))
+        row = serving_runs.summary(result, run["workload"], run["concurrency"], run["requests"],
+                                   turns=workloads.WORKLOADS[run["workload"]][3])
+        row["output_tokens"] = p["output_tokens"]  # what the run asked of each request (the gate compares like runs)
+        results.append(row)
     if failed_runs:
         named = "; ".join("%s: %s" % (f["id"], f["error"].strip().splitlines()[-1]) for f in failed_runs)
         module.fail_json(msg="sglang_benchmark: %d of %d runs gave no result (their output is in %s): %s" % (

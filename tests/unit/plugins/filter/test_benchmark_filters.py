@@ -56,6 +56,21 @@ def test_gate_without_a_previous_record_records_and_passes_saying_so():
     assert "no benchmark record of the previous generation" in gate["msg"] and "61.0" in gate["msg"]
 
 
+def test_gate_compares_only_the_same_sweep():
+    """A record of other requests or other output tokens a request is no reference (a slower-looking sweep of longer
+    answers must not fail a release, nor a faster-looking one pass it): recorded and passed, saying why."""
+    before = [dict(run("short_chat", 8, 496.5, 202.5), requests=32, output_tokens=32)]
+    longer = [dict(run("short_chat", 8, 300.0, 400.0), requests=32, output_tokens=128)]
+    gate = sglang_benchmark_gate(longer, before, 8, 10, 25)
+    assert gate["passed"] and gate["recorded_only"] and gate["problems"] == []
+    assert gate["msg"].startswith("the previous generation's record at short_chat c8 ran another sweep "
+                                  "(output_tokens 32, now 128): the gate recorded this one (300.0")
+    same = [dict(run("short_chat", 8, 300.0, 400.0), requests=32, output_tokens=32)]
+    assert not sglang_benchmark_gate(same, before, 8, 10, 25)["passed"]
+    # a record from before runs carried output_tokens is compared as it stands
+    assert not sglang_benchmark_gate(longer, [run("short_chat", 8, 496.5, 202.5)], 8, 10, 25)["passed"]
+
+
 def test_gate_passes_within_the_thresholds():
     now = [run("short_chat", 1, 57.0, 11.0)]  # -6.6 % throughput, +10 % p99 TTFT
     gate = sglang_benchmark_gate(now, BASELINE, 1, 10, 25)
