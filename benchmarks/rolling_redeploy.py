@@ -3,11 +3,13 @@
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
     python benchmarks/rolling_redeploy.py [--clients 4]
-        [--case auth|router-down|refusals|release|crash|rollback|degenerate|rotate ...]
+        [--case auth|router-down|refusals|release|crash|rollback|degenerate|gate|rotate ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
 Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, degenerate,
-rotate whatever the order given; default: all of them; "both" = release + crash):
+gate, rotate whatever the order given; default: all of them; "both" = release + crash). The rollout's performance
+gate runs in the gate case alone: the others measure a window out of rotation as drain + restart-to-ready + the rest,
+and the gate's sweep would add to it (-e rolling_redeploy_benchmark_gate=false there):
 
 auth     the router's and node 1's public ports: 401 without the key or with a wrong one, 200 with it; /health from
          the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file. Then
@@ -31,6 +33,10 @@ degenerate  node 1 onto a release that loads, answers /health 200 and then write
          (0003-degenerate-moe-output.patch; sgl-project/sglang#23264): its smoke fails on the repetition, so it is
          rolled back to the release it had and back in rotation; the play fails naming the node, "unhealthy answers"
          and the repetition; node 2 is not switched; 0 failed requests.
+gate     the performance gate on node 1 (node 2 has nothing to switch in each): a forced rollout of its own release
+         records the gate's figures (no load); the same again under load passes against them; then a release 30 %
+         slower (0001 + 0004-slower-release.patch) under load: the gate fails naming the drop of output tokens/s,
+         node 1 is rolled back to its release and back in rotation, the play fails, node 2 untouched, 0 failed requests.
 rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): a new key first while clients send
          the old one, then the old one dropped while they send the new one, then the inventory's keys back; 0 failed
          requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
@@ -67,6 +73,7 @@ PATCHES = os.path.join(ROOT, "tests", "sandbox", "patches")
 R2 = os.path.join(PATCHES, "0001-release-r2-note.patch")
 CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 DEGENERATE = os.path.join(PATCHES, "0003-degenerate-moe-output.patch")
+SLOWER = os.path.join(PATCHES, "0004-slower-release.patch")
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 
 
@@ -585,7 +592,12 @@ def windows_figures(windows, log, since_wall):
     return out
 
 
-def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=()):
+def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=(), gate=False):
+    """One playbook run under load, with its figures. The rollout's performance gate runs only where ``gate`` says:
+    it adds its sweep to the first node's time out of rotation, which the other cases hold to drain + restart-to-ready
+    + the rest (gate_case proves the gate)."""
+    if playbook == "playbooks/rolling_redeploy.yml" and not gate:
+        extra = [*extra, "-e", "rolling_redeploy_benchmark_gate=false"]
     inv = os.path.join(workdir, "%s-overlay.json" % name)
     overlay(inv, vars_by_host)
     url = args.router_url or router_url()
@@ -806,6 +818,59 @@ def degenerate_case(args, workdir):
     return problems
 
 
+def gate_message(out):
+    """What the gate said last in the play's output (roles/generation/tasks/gate.yml), on one line, or "". The
+    callback wraps a long message over lines and quotes it."""
+    found = re.findall(r"(no benchmark record of the previous generation[^\"']*|benchmark gate (?:passed|failed)[^\"']*)",
+                       out)
+    return " ".join(found[-1].split("\n\n")[0].split()) if found else ""
+
+
+def gate_case(args, workdir):
+    """The rollout's performance gate on node 1, the first node that switches (node 2 has nothing to switch): a forced
+    rollout of its own release records the gate's figures; the same again under load is compared
+    with them and passes; then a release 30 % slower (0004-slower-release.patch) under load: the gate fails naming the
+    drop, the node is rolled back and back in rotation, the rollout stops, 0 failed requests."""
+    problems = []
+    # Node 1 alone switched all the same (rolling_redeploy_force as its host var; node 2 has nothing to switch).
+    forced = {NODES[0]: {"rolling_redeploy_force": True}}
+    inv = os.path.join(workdir, "gate-record-overlay.json")
+    overlay(inv, forced)
+    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml"], os.path.join(workdir, "gate-record.log"))
+    said = gate_message(out)
+    print("== gate-record: playbook rc=%s in %.0f s\n   the gate: %s" % (rc, wall, said or "(nothing)"))
+    if rc != 0 or not ("recorded" in said or "passed" in said):
+        problems.append("gate: the first gated rollout did not record and pass (rc %s): %s; see %s"
+                        % (rc, said or "the gate said nothing", os.path.join(workdir, "gate-record.log")))
+
+    f, out = run_case("gate-unchanged", forced, args, workdir, gate=True)
+    print_figures(f)
+    said = gate_message(out)
+    print("   the gate: %s" % (said or "(nothing)"))
+    if f["playbook_rc"] != 0 or not said.startswith("benchmark gate passed"):
+        problems.append("gate-unchanged: the same release did not pass the gate against its record (rc %s): %s"
+                        % (f["playbook_rc"], said or "the gate said nothing"))
+    problems += window_problems("gate-unchanged", f, args.max_rest_s, nodes=[])
+
+    f, out = run_case("gate-slower", {NODES[0]: {"sglang_build_patches": [R2, SLOWER]}}, args, workdir, gate=True)
+    print_figures(f)
+    stopped = "Rolling redeploy stopped at %s" % NODES[0]
+    message = next((line.strip() for line in out.splitlines() if stopped in line), "")
+    print("   play's message: %s\n   the gate: %s" % (message[:600] or "(none)", gate_message(out) or "(nothing)"))
+    if f["playbook_rc"] == 0:
+        problems.append("gate-slower: the play succeeded although node 1's new release is 30 % slower")
+    if stopped not in out or not gate_message(out).startswith("benchmark gate failed at short_chat"):
+        problems.append("gate-slower: the play does not stop at %s naming the gate's figures" % NODES[0])
+    if f["release_after"][NODES[0]] != f["release_before"][NODES[0]]:
+        problems.append("gate-slower: %s was not rolled back (%s)" % (NODES[0], f["release_after"][NODES[0]]))
+    if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
+        problems.append("gate-slower: %s changed although the rollout stopped at %s" % (NODES[1], NODES[0]))
+    problems += window_problems("gate-slower", f, args.max_rest_s, nodes=[])
+    if not wait_router(listed_healthy(NODES[0]), "%s back in rotation" % NODES[0]):
+        problems.append("gate-slower: %s is not back in rotation" % NODES[0])
+    return problems
+
+
 def print_figures(f):
     print("== %s: playbook rc=%s in %.0f s; %d clients" % (f["case"], f["playbook_rc"], f["playbook_s"], f["clients"]))
     print("   requests %d (%d long streaming), failed %d, latency p50 %.0f ms, p99 %.0f ms, max %s ms"
@@ -867,7 +932,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
     ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback",
-                                       "degenerate", "rotate"],
+                                       "degenerate", "gate", "rotate"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -880,7 +945,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
     cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "degenerate",
-                              "rotate"])
+                              "gate", "rotate"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -954,6 +1019,9 @@ def main(argv=None):
 
     if "degenerate" in cases:
         problems += degenerate_case(args, workdir)
+
+    if "gate" in cases:
+        problems += gate_case(args, workdir)
 
     if "rotate" in cases:
         problems += rotate_case(args, workdir)

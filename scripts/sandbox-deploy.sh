@@ -4,7 +4,8 @@
 # Usage: scripts/sandbox-deploy.sh [extra ansible-playbook args, e.g. --check or -v]
 #        scripts/sandbox-deploy.sh --destroy      (removes the node(s) and their network; nothing else)
 # Another sandbox inventory (scripts/sandbox-fleet.sh uses this): SANDBOX_INVENTORY=inventory/sandbox-fleet
-# SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for tests/sandbox/playbooks/sandbox.yml).
+# SANDBOX_VARS=tests/sandbox/fleet.yml (overrides of tests/sandbox/nodes.yml for tests/sandbox/playbooks/sandbox.yml),
+# SANDBOX_BENCHMARK_CLIENT=1 (the fleet's benchmark client, tests/sandbox/benchmark_client.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -20,6 +21,11 @@ fi
 start=$(date +%s)
 echo "== stand-ins (tests/sandbox/build_artifacts.py)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
+if [ -n "${SANDBOX_BENCHMARK_CLIENT:-}" ]; then
+  echo "== the benchmark client (tests/sandbox/benchmark_client.py: once per machine)"
+  python tests/sandbox/benchmark_client.py .sandbox/artifacts | python -c \
+    'import json, sys; d = json.load(sys.stdin); print(d["python"], "sglang", d["sglang"], "built now" if d["built"] else "from " + d["cache"])'
+fi
 echo "== node image"
 tests/sandbox/image/build-image.sh
 echo "== sandbox node(s) of $inventory"

@@ -6,6 +6,6 @@
 # Usage: scripts/sandbox-fleet.sh [extra deploy.yml args]     Remove: scripts/sandbox-fleet.sh --destroy
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export SANDBOX_INVENTORY=inventory/sandbox-fleet SANDBOX_VARS=tests/sandbox/fleet.yml
+export SANDBOX_INVENTORY=inventory/sandbox-fleet SANDBOX_VARS=tests/sandbox/fleet.yml SANDBOX_BENCHMARK_CLIENT=1
 
 exec scripts/sandbox-deploy.sh "$@"    # --destroy included

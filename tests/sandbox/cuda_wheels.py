@@ -43,6 +43,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -116,6 +117,29 @@ def _locked(path: Path):
     with open(path, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         yield
+
+
+def build_once(root: Path, key: str, build, what: str) -> tuple[Path, dict, bool]:
+    """(``root/key``, its build.json, built now?) of a per-machine cache entry: ``build(out, work, log)`` fills ``out``
+    (build.json included) and returns its info, once per key per machine; concurrent callers wait for the first. The
+    entry is renamed into place only when complete; a failure keeps its log as ``root/last-failure.log``."""
+    final = root / key
+    with _locked(root / ".lock"):
+        if (final / "build.json").is_file():
+            return final, json.loads((final / "build.json").read_text()), False
+        work = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
+        try:
+            with open(work / "build.log", "w") as log:
+                info = build(work / "out", work, log)
+            os.rename(work / "out", final)
+        except Exception:
+            kept = root / "last-failure.log"
+            shutil.copy2(work / "build.log", kept)
+            sys.stderr.write("%s: the build failed; its log: %s\n" % (what, kept))
+            raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return final, info, True
 
 
 def _sha256(path: Path) -> str:

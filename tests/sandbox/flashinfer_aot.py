@@ -31,7 +31,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import zipfile
@@ -238,24 +237,8 @@ def ensure(cache=None) -> tuple[Path, dict, bool]:
     """(the cached directory holding the wheel, its build.json, built now?): the compile runs once per recipe per
     machine; concurrent callers wait for the first."""
     spec = recipe()
-    root = closure.machine_cache(cache) / "flashinfer-jit-cache"
-    final = root / recipe_key(spec)
-    with cuda_wheels._locked(root / ".lock"):
-        if (final / "build.json").is_file():
-            return final, json.loads((final / "build.json").read_text()), False
-        work = Path(tempfile.mkdtemp(prefix=".partial-", dir=root))
-        try:
-            with open(work / "build.log", "w") as log:
-                info = compile_wheel(work / "out", spec, work, log)
-            os.rename(work / "out", final)
-        except Exception:
-            kept = root / "last-failure.log"
-            shutil.copy2(work / "build.log", kept)
-            sys.stderr.write("flashinfer_aot: the compile failed; its log: %s\n" % kept)
-            raise
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return final, info, True
+    return cuda_wheels.build_once(closure.machine_cache(cache) / "flashinfer-jit-cache", recipe_key(spec),
+                                  lambda out, work, log: compile_wheel(out, spec, work, log), "flashinfer_aot")
 
 
 def build(artifacts: Path, cache=None) -> dict:
