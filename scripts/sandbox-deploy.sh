@@ -8,6 +8,7 @@
 # SANDBOX_BENCHMARK_CLIENT=1 (the fleet's benchmark client, tests/sandbox/benchmark_client.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)  # the whole job, the controller's bootstrap included
 scripts/bootstrap.sh
 # shellcheck source=scripts/env.sh
 source scripts/env.sh
@@ -18,7 +19,6 @@ if [ -n "${SANDBOX_VARS:-}" ]; then sandbox_args+=(-e "@$SANDBOX_VARS"); fi
 if [ "${1:-}" = "--destroy" ]; then
   exec ansible-playbook "${sandbox_args[@]}" tests/sandbox/playbooks/sandbox.yml -e sandbox_action=destroy
 fi
-start=$(date +%s)
 echo "== stand-ins (tests/sandbox/build_artifacts.py)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
 if [ -n "${SANDBOX_BENCHMARK_CLIENT:-}" ]; then
