@@ -23,8 +23,7 @@ echo "== stand-ins (tests/sandbox/build_artifacts.py)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
 if [ -n "${SANDBOX_BENCHMARK_CLIENT:-}" ]; then
   echo "== the benchmark client (tests/sandbox/benchmark_client.py: once per machine)"
-  python tests/sandbox/benchmark_client.py .sandbox/artifacts | python -c \
-    'import json, sys; d = json.load(sys.stdin); print(d["python"], "sglang", d["sglang"], "built now" if d["built"] else "from " + d["cache"])'
+  python tests/sandbox/benchmark_client.py .sandbox/artifacts
 fi
 echo "== node image"
 tests/sandbox/image/build-image.sh

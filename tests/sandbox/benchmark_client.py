@@ -15,7 +15,7 @@ interpreter at the same path, so the virtualenv runs there at any mount point (P
 ``bin``). ``build()`` hardlinks the tree into ``<artifacts>/benchmark-client/venv`` (the nodes see it read-only at
 ``/srv/sandbox/benchmark-client/venv``). Measured on 2 cores: about 2 minutes and 11 GB once per machine, seconds after.
 
-CLI: ``python tests/sandbox/benchmark_client.py [ARTIFACTS_DIR]``.
+CLI: ``python tests/sandbox/benchmark_client.py [ARTIFACTS_DIR]`` prints where the client is placed and where from.
 """
 
 from __future__ import annotations
@@ -54,34 +54,16 @@ def recipe_key(spec=None) -> str:
     return hashlib.sha256(json.dumps(spec or recipe(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _run(argv, log, env=None):
-    done = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env)
-    log.write("$ %s\n%s%s" % (" ".join(map(str, argv)), done.stdout, done.stderr))
-    if done.returncode:
-        raise RuntimeError("%s failed (%d): %s" % (argv[0], done.returncode, done.stderr.strip()[-2000:]))
-    return done.stdout
-
-
 def install(out: Path, spec: dict, work: Path, log) -> dict:
     """``out/venv``: a virtualenv on BASE_PYTHON with the closure's sglang, installed as a release installs it (uv, the
     pins), and ``out/build.json``."""
     dest = out / "venv"
-    wheels, _downloaded = closure.download()
-    pins = work / "constraints.txt"
-    pins.write_text("\n".join(closure.constraints()) + "\n")
-    uv_pin = next(r for r in closure.requirements() if r.startswith("uv=="))
-    _run([sys.executable, "-m", "venv", work / "uv"], log)
-    _run([work / "uv" / "bin" / "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
-          wheels, uv_pin], log)
-    _run([BASE_PYTHON, "-m", "venv", "--without-pip", dest], log)
     started = time.monotonic()
-    _run([work / "uv" / "bin" / "uv", "pip", "install", "--no-config", "--python", dest / "bin" / "python",
-          "--cache-dir", dest.parent / "uv-cache", "--link-mode", "hardlink", "--compile-bytecode", "--no-index",
-          "--find-links", wheels, "-c", pins, spec["requirement"]], log)
+    closure.venv(dest, BASE_PYTHON, spec["requirement"], work, log, out / "uv-cache", compile_bytecode=True)
     seconds = round(time.monotonic() - started, 1)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env.pop("PYTHONPATH", None)
-    version = _run([dest / "bin" / "python", "-c", PROBE], log, env=env).strip().splitlines()[-1]
+    version = closure.run([dest / "bin" / "python", "-c", PROBE], log, env).strip().splitlines()[-1]
     info = {"recipe": spec, "install_seconds": seconds, "sglang": version}
     (out / "build.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
     return info
@@ -119,4 +101,5 @@ def build(artifacts: Path, cache=None) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(build(Path(sys.argv[1] if len(sys.argv) > 1 else REPO_ROOT / ".sandbox" / "artifacts")), indent=1))
+    placed = build(Path(sys.argv[1] if len(sys.argv) > 1 else REPO_ROOT / ".sandbox" / "artifacts"))
+    print(placed["python"], "sglang", placed["sglang"], "built now" if placed["built"] else "from " + placed["cache"])

@@ -99,6 +99,34 @@ def download(cache=None, quiet=True) -> tuple[Path, bool]:
     return final, True
 
 
+def run(argv, log=None, env=None) -> str:
+    """Run ``argv`` (paths allowed), its output appended to ``log``; its stdout, or RuntimeError naming its end."""
+    done = subprocess.run([str(a) for a in argv], env=env, text=True, capture_output=True)
+    if log is not None:
+        log.write("$ %s\n%s%s" % (" ".join(map(str, argv)), done.stdout, done.stderr))
+    if done.returncode != 0:
+        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(map(str, argv[:3])), done.returncode,
+                                                       (done.stderr or done.stdout).strip()[-2000:]))
+    return done.stdout
+
+
+def venv(dest: Path, python, requirement: str, work: Path, log, cache_dir: Path, compile_bytecode=False) -> None:
+    """A virtualenv at ``dest`` on ``python`` holding ``requirement`` from the machine's closure, installed as a release
+    installs it: with uv (the release's installer, itself from the closure, in ``work/uv``), held to the product's
+    pins, hardlinked from uv's cache in ``cache_dir``."""
+    wheels, _downloaded = download()
+    pins = work / "constraints.txt"
+    pins.write_text("\n".join(constraints()) + "\n")
+    uv_pin = next(r for r in requirements() if r.startswith("uv=="))
+    run([sys.executable, "-m", "venv", work / "uv"], log)
+    run([work / "uv" / "bin" / "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
+         wheels, uv_pin], log)
+    run([python, "-m", "venv", "--without-pip", dest], log)
+    run([work / "uv" / "bin" / "uv", "pip", "install", "--no-config", "--python", dest / "bin" / "python",
+         "--cache-dir", cache_dir, "--link-mode", "hardlink", *(["--compile-bytecode"] if compile_bytecode else []),
+         "--no-index", "--find-links", wheels, "-c", pins, requirement], log)
+
+
 def link_into(source: Path, dest: Path) -> dict:
     """Make ``dest`` hold exactly the wheels of ``source``: hardlinks where both are on one filesystem (no bytes
     copied), else copies. Returns {"wheels": n, "bytes": total, "linked": bool}."""

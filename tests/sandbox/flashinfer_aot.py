@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import textwrap
 import time
@@ -172,36 +171,17 @@ def write_wheel(path: Path, entries) -> None:
     tmp.replace(path)
 
 
-def _run(argv, env=None, log=None):
-    done = subprocess.run([str(a) for a in argv], env=env, text=True, capture_output=True)
-    if log is not None:
-        log.write("$ %s\n%s%s" % (" ".join(map(str, argv)), done.stdout, done.stderr))
-    if done.returncode != 0:
-        raise RuntimeError("%s failed (exit %d): %s" % (" ".join(map(str, argv[:3])), done.returncode,
-                                                       (done.stderr or done.stdout).strip()[-2000:]))
-    return done.stdout
-
-
 def _probe(venv: Path, env: dict, flag: str, modules, log) -> dict:
-    out = _run([venv / "bin" / "python", PROBE, flag, *("--flashinfer-module=%s" % m for m in modules)], env=env, log=log)
+    out = closure.run([venv / "bin" / "python", PROBE, flag, *("--flashinfer-module=%s" % m for m in modules)], log, env)
     return json.loads(out.strip().splitlines()[-1])
 
 
 def compile_wheel(dest: Path, spec: dict, work: Path, log) -> dict:
     """The real compile: a venv with the real flashinfer-python and torch (uv, hardlinked from the closure's wheels),
     the product's warm with the sandbox toolkit's nvcc, the wheel, then the real FlashInfer's verdict on it."""
-    wheels, _downloaded = closure.download()
     toolkit = cuda_wheels.toolkit()
-    pins = work / "constraints.txt"
-    pins.write_text("\n".join(closure.constraints()) + "\n")
-    uv_pin = next(r for r in closure.requirements() if r.startswith("uv=="))
-    _run([sys.executable, "-m", "venv", work / "uv"], log=log)
-    _run([work / "uv" / "bin" / "pip", "install", "-q", "--disable-pip-version-check", "--no-index", "--find-links",
-          wheels, uv_pin], log=log)
-    _run([sys.executable, "-m", "venv", "--without-pip", work / "venv"], log=log)
-    _run([work / "uv" / "bin" / "uv", "pip", "install", "--no-config", "--python", work / "venv" / "bin" / "python",
-          "--cache-dir", work / "uv-cache", "--link-mode", "hardlink", "--no-index", "--find-links", wheels,
-          "-c", pins, "flashinfer-python==%s" % spec["flashinfer"]], log=log)
+    closure.venv(work / "venv", sys.executable, "flashinfer-python==%s" % spec["flashinfer"], work, log,
+                 work / "uv-cache")
     env = dict(os.environ, CUDA_HOME=str(toolkit["home"]), FLASHINFER_CUDA_ARCH_LIST=spec["arch_list"],
                FLASHINFER_WORKSPACE_BASE=str(work / "jit"), MAX_JOBS=str(os.cpu_count() or 1),
                PATH=os.pathsep.join([str(work / "venv" / "bin"), str(toolkit["home"] / "bin"), os.environ["PATH"]]))
@@ -215,8 +195,9 @@ def compile_wheel(dest: Path, spec: dict, work: Path, log) -> dict:
     name = wheel_name(spec["package_version"])
     write_wheel(work / name, wheel_entries(spec, libraries))
     # The real FlashInfer must load every module from the package, and compile nothing (an empty JIT cache).
-    _run([work / "uv" / "bin" / "uv", "pip", "install", "--no-config", "--python", work / "venv" / "bin" / "python",
-          "--cache-dir", work / "uv-cache", "--no-index", "--no-deps", work / name], log=log)
+    closure.run([work / "uv" / "bin" / "uv", "pip", "install", "--no-config", "--python",
+                 work / "venv" / "bin" / "python", "--cache-dir", work / "uv-cache", "--no-index", "--no-deps",
+                 work / name], log)
     check = _probe(work / "venv", dict(env, FLASHINFER_WORKSPACE_BASE=str(work / "empty")), "--flashinfer-only",
                    spec["modules"], log)
     found = check.get("flashinfer_modules", [])
