@@ -856,10 +856,11 @@ def gate_case(args, workdir):
     print_figures(f)
     stopped = "Rolling redeploy stopped at %s" % NODES[0]
     message = next((line.strip() for line in out.splitlines() if stopped in line), "")
-    print("   play's message: %s\n   the gate: %s" % (message[:600] or "(none)", gate_message(out) or "(nothing)"))
+    said = gate_message(out)
+    print("   play's message: %s\n   the gate: %s" % (message[:600] or "(none)", said or "(nothing)"))
     if f["playbook_rc"] == 0:
         problems.append("gate-slower: the play succeeded although node 1's new release is 30 % slower")
-    if stopped not in out or not gate_message(out).startswith("benchmark gate failed at short_chat"):
+    if stopped not in out or not said.startswith("benchmark gate failed at short_chat"):
         problems.append("gate-slower: the play does not stop at %s naming the gate's figures" % NODES[0])
     if f["release_after"][NODES[0]] != f["release_before"][NODES[0]]:
         problems.append("gate-slower: %s was not rolled back (%s)" % (NODES[0], f["release_after"][NODES[0]]))

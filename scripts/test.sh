@@ -124,8 +124,8 @@ if [ -n "$rolling" ]; then
   # node 2 is rolled back) and rollback.yml on node 1; node 1 onto a release that answers garbage with /health 200
   # (its smoke fails on the repetition: rolled back, the rollout stops); the performance gate on node 1 (its own
   # release recorded, passed against the record, then a 30 % slower release rolled back naming the drop); then the API
-  # key rotated by three re-runs of deploy.yml (no restart, nginx reloads); 0 failed requests. (benchmarks/rolling_redeploy.py without --case also
-  # runs the all-nodes rollout; see README.)
+  # key rotated by three re-runs of deploy.yml (no restart, nginx reloads); 0 failed requests.
+  # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
   step "rolling redeploy under load (fleet: refusals, a crash, rollback, garbage answers, the gate, key rotation)"
   # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
   # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a

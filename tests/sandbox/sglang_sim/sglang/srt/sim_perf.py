@@ -23,8 +23,8 @@ The coefficients are sandbox figures for Kimi-K2.5 at tp 8 on eight PCIe RTX PRO
 - the prefix cache (RadixCache) serves a prompt's longest prefix seen before, by whole messages: a multi-turn chat's
   earlier turns cost no prefill; a prompt seen whole keeps its last token to compute (``managers/schedule_batch.py``
   ``_compute_max_prefix_len``: at most the input length less 1). The real cache also holds the answers it generated;
-  this one holds prompts only, so a conversation's next turn finds a little less than on a real server. With speculation on, a request keeps only ``SGLANG_SIM_SPEC_CACHE_HIT_FRACTION``
-  (0) of those hits: speculative decoding lost its prefix-cache hits on multi-turn chat (sgl-project/sglang#32459).
+  this one holds prompts only, so a conversation's next turn finds a little less than on a real server. With
+  speculation on, a request keeps only ``SGLANG_SIM_SPEC_CACHE_HIT_FRACTION`` (0) of those hits: speculative decoding lost its prefix-cache hits on multi-turn chat (sgl-project/sglang#32459).
 
 ``SGLANG_SIM_TIME_SCALE`` multiplies every decode step (the sandbox runs its smoke and load tests faster than real
 time; a benchmark of the sandbox should run at 1). ``SGLANG_SIM_RELEASE_SLOWDOWN`` multiplies every step and every

@@ -101,7 +101,7 @@ class State:
         self.prefix_cache = sim_perf.PrefixCache()
         self.spec_accepted = 0
         self.spec_steps = 0
-        self.spec_interval = [0, 0]  # accepted tokens and verify steps since the last Decode batch line
+        self.spec_logged = (0, 0)  # spec_accepted and spec_steps at the last Decode batch line
         self.hang_armed_at = None  # hang_after_ready: from when the next forward never finishes
 
     def output(self):
@@ -150,14 +150,15 @@ class State:
         """``Decode batch, ...`` every decode log interval (metrics_reporter.py report_decode_stats; no
         disaggregation part). With speculation, the interval's ``accept len`` (accepted tokens per verify step) and
         ``accept rate`` (correct drafts, the accepted tokens but the verify's own, per draft token: num_draft_tokens - 1
-        a step), as report_decode_stats adds them after the token usage."""
+        a step, 0 where that is none), as report_decode_stats adds them after the token usage."""
         running = len(self.in_scheduler)
         spec = ""
         with self.lock:
-            accepted, steps = self.spec_interval
-            self.spec_interval = [0, 0]
+            accepted, steps = self.spec_accepted - self.spec_logged[0], self.spec_steps - self.spec_logged[1]
+            self.spec_logged = (self.spec_accepted, self.spec_steps)
         if self.spec.on and steps:
-            rate = (accepted - steps) / (steps * max(self.spec.draft_tokens - 1, 1))
+            drafts = steps * (self.spec.draft_tokens - 1)
+            rate = (accepted - steps) / drafts if drafts > 0 else 0
             spec = f"accept len: {accepted / steps:.2f}, accept rate: {rate:.2f}, "
         self.schedulers[0].tell(
             f"log Decode batch, #running-req: {running}, #token: {running * 64}, "
@@ -516,8 +517,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     with STATE.lock:
                         STATE.spec_accepted += n
                         STATE.spec_steps += 1
-                        STATE.spec_interval[0] += n
-                        STATE.spec_interval[1] += 1
                 streamed_before, done = done, done + n
                 STATE.decoded += n
                 if on_token is not None:
