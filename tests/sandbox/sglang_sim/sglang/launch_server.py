@@ -18,6 +18,9 @@ def run_server(args):
     cfg["model_type"] = hf_config.get("model_type")
     cfg["has_vision"] = "vision_config" in hf_config
     infos = engine.wait_for_scheduler_ready(schedulers)
+    if detok is None:  # a node of rank >= 1
+        engine.run_follower(args, schedulers)
+        return
     cfg["max_total_num_tokens"] = infos[0].get("max_total_num_tokens")
     engine.wait_for_scheduler_ready([detok])
     watchdog = engine.start_watchdog(schedulers, detok)

@@ -55,6 +55,9 @@ DEFAULTS = {
     # 0.5.23's sigterm_watchdog checks every 5 s.
     "SGLANG_SIM_DRAIN_POLL_S": "5.0",
     "SGLANG_SIM_FAULT_DELAY_S": "1.0",
+    # The cross-node rendezvous's waits (srt/distributed.py), as a fraction of the real timeout (--dist-timeout,
+    # else torch's 600 s); the messages still give the real seconds.
+    "SGLANG_SIM_DIST_TIMEOUT_SCALE": "1.0",
     # Every decode step and prefill of this release takes this many times as long (a slower release, for the
     # benchmark gate: tests/sandbox/patches/0004-slower-release.patch).
     "SGLANG_SIM_RELEASE_SLOWDOWN": "1.0",

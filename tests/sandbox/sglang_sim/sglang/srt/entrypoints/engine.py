@@ -23,6 +23,7 @@ import uuid
 from sglang.srt import sim_config
 from sglang.srt.managers.tokenizer_manager import TokenizerManager
 from sglang.srt.utils import configure_logger, kill_process_tree
+from sglang.srt.utils.common import launch_dummy_health_check_server
 from sglang.srt.utils.watchdog import SubprocessWatchdog
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,8 @@ def launch_subprocesses(args, hf_config):
     cfg = {
         "model_path": args.model_path, "tokenizer_path": args.tokenizer_path or args.model_path,
         "trust_remote_code": bool(args.trust_remote_code), "tp_size": args.tp_size, "log_level": args.log_level,
-        "ranks_per_host": tp_per_node, "run_id": uuid.uuid4().hex,
+        "ranks_per_host": tp_per_node, "run_id": uuid.uuid4().hex, "nnodes": nnodes, "node_rank": args.node_rank or 0,
+        "dist_init_addr": args.dist_init_addr, "dist_timeout": args.dist_timeout,
         "arch": (hf_config.get("architectures") or ["DeepseekV3ForCausalLM"])[0],
         "quant_str": _quant_str(hf_config),
         "context_len": args.context_length or hf_config.get("max_position_embeddings")
@@ -215,9 +217,28 @@ def launch_subprocesses(args, hf_config):
         prefix = _parallel_prefix(args, rank)
         schedulers.append(Child("scheduler", "sglang::scheduler" + prefix.replace(" ", "_"), prefix,
                                 dict(cfg, tp_rank=rank, rank_key=prefix.strip(), gpu_id=base_gpu + rank - first)))
+    if (args.node_rank or 0) >= 1:  # "Non-zero-rank nodes do not run tokenizer processes."
+        return schedulers, None, cfg, None
     detok = Child("detokenizer", "sglang::detokenizer", "", cfg)
     tokenizer_manager = TokenizerManager(args)
     return schedulers, detok, cfg, tokenizer_manager
+
+
+def run_follower(args, schedulers):
+    """A node of rank >= 1 once its schedulers are ready (``_launch_subprocesses``' ``node_rank >= 1`` branch): no
+    tokenizer, detokenizer, warmup or ready line; SIGTERM only logs (rank 0's ShutdownReq stops the ranks); the
+    dummy health server on the HTTP port; then it joins each scheduler in turn
+    (``block_until_scheduler_exits``), naming each as it ends, and returns (``launch_server.py`` then kills what is
+    left of its tree)."""
+    def sigterm(signum, frame):
+        logger.warning(f"SIGTERM received on node_rank {args.node_rank}; waiting for the rank-0 ShutdownReq "
+                       "broadcast to stop the schedulers.")
+
+    signal.signal(signal.SIGTERM, sigterm)
+    launch_dummy_health_check_server(args.host, args.port, args.enable_metrics)
+    for child in schedulers:
+        child.proc.wait()
+        logger.error(f"Scheduler or DataParallelController {child.pid} terminated with {child.exitcode()}")
 
 
 def start_watchdog(schedulers, detok):

@@ -39,7 +39,7 @@ import urllib.request
 import uuid
 
 from sglang import __version__
-from sglang.srt import sim_config, sim_perf
+from sglang.srt import distributed, sim_config, sim_perf
 from sglang.srt.function_call import kimik2_detector as kimi
 from sglang.srt.utils import get_exception_traceback, kill_process_tree
 
@@ -166,6 +166,8 @@ class State:
             f"gen throughput (token/s): {gen_throughput:.2f}, #queue-req: 0")
 
     def _hangs(self):
+        if self.cfg.get("nnodes", 1) > 1 and os.path.exists(distributed.lost_flag(self.cfg)):
+            return True  # a rank of another node is gone: the next collective waits for it for ever
         kind, arg, _ = sim_config.fault()
         if kind == "hang_in_warmup":
             return self.status == "Starting"

@@ -36,6 +36,7 @@ import time
 import uuid
 
 from sglang.srt import sim_config, sim_state
+from sglang.srt import distributed
 from sglang.srt.distributed import barrier
 from sglang.srt.managers import detokenizer_manager
 from sglang.srt.mem_cache.pool_host.base import MLATokenToKVPoolHost
@@ -106,7 +107,8 @@ class Scheduler:
                 time.sleep(5)
             os._exit(code)
         self.hold(sim_config.get_float("SGLANG_SIM_INIT_S"), busy=False)
-        barrier(self.cfg, "init_parallel")  # process groups: every rank must join
+        # process groups: every rank of every node must join
+        distributed.init_process_group(self.cfg, self.group_shutdown if self.cfg.get("node_rank") else None)
         self.use(0.06)  # NCCL buffers
         logger.info(f"Init parallel ends. elapsed={time.perf_counter() - tic:.2f} s")
 
@@ -215,6 +217,23 @@ class Scheduler:
             self.cfg, self.max_total_num_tokens, KV_BYTES_PER_TOKEN,
             on_progress=lambda done: self._publish(host_pinned_bytes=done))
 
+    def group_shutdown(self, error=None):
+        """A follower node's rank: rank 0's ShutdownReq ends the event loop (the host pool released on the way out,
+        as ``run_scheduler_process``'s finally does); a lost connection to rank 0 is the gloo error a collective
+        raises, which ends the scheduler as any exception does."""
+        if error is None:
+            if getattr(self, "host_pool", None) is not None:
+                self.host_pool.release()
+            sys.stderr.flush()
+            os._exit(0)
+        try:
+            raise error
+        except RuntimeError:
+            logger.error(f"Scheduler hit an exception: {get_exception_traceback()}")
+        sys.stderr.flush()
+        os.kill(os.getppid(), signal.SIGQUIT)
+        os._exit(1)
+
     # -- serving -------------------------------------------------------------------------------
     def run_event_loop(self, ctl_fd):
         """Block until the parent asks us to shut down (or goes away). The parent says ``ready`` once the server
@@ -230,6 +249,7 @@ class Scheduler:
             for line in ctl:
                 word = line.strip()
                 if word == "shutdown":
+                    distributed.shutdown_group()  # the ShutdownReq reaches every rank of the group
                     return
                 if word == "ready" and kind == "nccl_abort_after_ready":
                     threading.Thread(target=self._nccl_abort, daemon=True).start()

@@ -102,3 +102,67 @@ def kill_process_tree(parent_pid, include_parent=True):
 
 def gib(nbytes):
     return nbytes / (1 << 30)
+
+
+def launch_dummy_health_check_server(host, port, enable_metrics):
+    """``utils/common.py launch_dummy_health_check_server``: what a node of rank >= 1 serves on the HTTP port, from a
+    daemon thread: ``/ping``, ``/health`` and ``/health_generate`` answer 200 at once with an empty body, ``/metrics``
+    exists with ``--enable-metrics``, everything else is FastAPI's 404 (405 for another method on a route). uvicorn
+    runs at warning level: no access lines, no start-up lines. A taken port is uvicorn's bind error, then the
+    thread's ``Dummy health check server stopped at ...``; the follower goes on without it."""
+    import http.server
+    import threading
+
+    routes = {"/ping", "/health", "/health_generate"} | ({"/metrics"} if enable_metrics else set())
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+
+        def log_message(self, fmt, *args):
+            pass
+
+        def _answer(self, code, body=b"", ctype="application/json"):
+            self.send_response(code)
+            self.send_header("content-length", str(len(body)))
+            if body or code == 200 and self.path.split("?")[0] == "/metrics":
+                self.send_header("content-type", ctype)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            if path not in routes:
+                return self._answer(404, b'{"detail":"Not Found"}')
+            if path == "/metrics":  # the multiprocess registry of a node without a tokenizer manager
+                return self._answer(200, b"", "text/plain; version=0.0.4; charset=utf-8")
+            return self._answer(200)
+
+        def do_POST(self):
+            length = int(self.headers.get("content-length") or 0)
+            if length:
+                self.rfile.read(length)
+            path = self.path.split("?")[0]
+            if path in routes:
+                return self._answer(405, b'{"detail":"Method Not Allowed"}')
+            return self._answer(404, b'{"detail":"Not Found"}')
+
+    where = f"{host}:{port}"
+
+    def run_server():
+        try:
+            http.server.ThreadingHTTPServer.daemon_threads = True
+            server = http.server.ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            logging.getLogger("uvicorn.error").error(
+                f"[Errno {exc.errno}] error while attempting to bind on address {(host, port)!r}: "
+                f"{exc.strerror.lower()}")
+            logger.info(f"Dummy health check server stopped at {where}")
+            return
+        try:
+            server.serve_forever(poll_interval=0.1)
+        finally:
+            logger.info(f"Dummy health check server stopped at {where}")
+
+    threading.Thread(target=run_server, daemon=True, name="health-check-server").start()
+    logger.info(f"Dummy health check server started in background thread at {where}")
