@@ -126,3 +126,53 @@ def test_losing_rank_0_fails_every_follower_rank_with_glooss_error(group, ckpt):
     assert "Scheduler hit an exception" in log
     assert "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc] Connection closed by " \
            f"peer [127.0.0.1]:{port}" in log
+
+
+# ---- the health verdict of each node of a group, from the live processes (sglang_observe + sglang_verdict) ------
+
+def observation(sim, t):
+    """What UnitObserver sees of a node without systemd: the process tree under the server's pid, its log, /health."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_log, sglang_observe
+
+    count, ranks, activity = sglang_observe.schedulers_ranks_and_activity(sim.proc.pid)
+    code, dummy_latency, dummy_error = sglang_observe.probe_health(sim.url(""), 5)
+    return {"t": t, "active_state": "active", "sub_state": "running", "result": "success", "main_pid": sim.proc.pid,
+            "n_restarts": 0, "schedulers": count, "scheduler_ranks": ranks, "activity": activity,
+            "log": sglang_log.parse_log(sim.log), "http_code": code}
+
+
+def test_the_follower_is_ready_when_its_ranks_are_and_a_dead_rank_there_is_crashed_by_name(group, ckpt):  # noqa: F811
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify
+
+    port = free_port()
+    follower = group(1, ckpt, port)
+    leader = group(0, ckpt, port)
+    leader.wait_ready(30)
+    follower.wait_for(lambda: "Dummy health check server started" in follower.log, 10, "the dummy health server")
+    verdict = classify([observation(follower, 0.0)], 2)
+    assert verdict["verdict"] == "ready" and "node of rank >= 1" in verdict["reason"], verdict
+    assert classify([observation(leader, 0.0)], 2)["verdict"] == "ready"
+
+    pid = [p for p, title in follower.children() if title == b"sglang::scheduler_TP3\0"][0]
+    os.kill(pid, signal.SIGKILL)
+    # unreaped (its parent waits on TP2 first): a zombie, whose empty cmdline is no scheduler's
+    follower.wait_for(lambda: observation(follower, 0.0)["schedulers"] == 1, 3, "the rank's death")
+    # a watch that starts now, never having seen both ranks, still knows: the follower had served
+    verdict = classify([observation(follower, 0.0)], 2)
+    assert verdict["verdict"] == "crashed", verdict
+    assert "only 1 of 2 scheduler processes are alive" in verdict["reason"] and "gone: TP3" in verdict["reason"]
+    assert "restart the group from rank 0" in verdict["reason"]
+
+
+def test_rank_0_waiting_for_a_missing_node_is_stalled_in_init_parallel(group, ckpt):  # noqa: F811
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify
+
+    leader = group(0, ckpt, free_port())
+    leader.wait_for(lambda: "Init parallel begin." in leader.log, 10, "Init parallel begin")
+    time.sleep(0.5)
+    history = [observation(leader, 0.0)]
+    time.sleep(1.5)
+    history.append(observation(leader, 1.5))
+    verdict = classify(history, 2, stall_timeout=1.0)
+    assert verdict["verdict"] == "stalled" and verdict["phase"] == "init_parallel", verdict
+    assert verdict["stopped_at"] == "Init parallel begin."

@@ -63,6 +63,8 @@ PARENT_PHASES = ("http_server", "warmup", "ready")
 CAPTURE_PHASES = ("prefill_graph_capture", "decode_graph_capture")
 
 READY_LINE = "The server is fired up and ready to roll!"
+# A node of rank >= 1 logs this once every rank it hosts is ready; it never logs the ready line.
+FOLLOWER_SERVING_RE = text_re("follower_serving")
 SIGQUIT_RE = any_text_re("sigquit_launch", "sigquit_running")
 DIED_RE = text_re("scheduler_died")
 SUBPROCESS_CRASH_RE = text_re("subprocess_crashed")
@@ -291,7 +293,8 @@ def parse_log(text):
         ... crashed`` after ready), ``sigquit`` (bool), ``bind_failed`` (dict address, port, error: uvicorn could
         not bind the port, a failure although the process lives on | None), ``crash_phase`` (phase at the first
         failure, see ``crash_phase``; None without failure), ``ranks`` (dict rank key such as ``"TP3"`` ->
-        that rank's furthest phase), ``watchdog_timeout`` (the scheduler watchdog's line: a forward that never
+        that rank's furthest phase), ``follower_serving`` (bool: a node of rank >= 1 whose ranks are all ready serves
+        the dummy health app), ``watchdog_timeout`` (the scheduler watchdog's line: a forward that never
         finished; the parent is SIGQUIT 5 s later | None), ``batches`` (int, ``Prefill batch`` / ``Decode batch``
         lines: they move while the server works) and ``last_batch`` (the last one | None), ``last_line`` (the last
         line that is not a /health probe's echo, without its prefix: where a hung server stopped), ``size`` (int,
@@ -356,6 +359,7 @@ def parse_log(text):
         "ranks": ranks,
         "progress": last_progress(lines),
         "ready": any(READY_LINE in line for line in lines),
+        "follower_serving": any(FOLLOWER_SERVING_RE.search(line) for line in lines),
         "traceback": tb,
         "error": error,
         "scheduler_died": died,

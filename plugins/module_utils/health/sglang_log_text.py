@@ -96,6 +96,11 @@ WHEEL_TEXT = {
                      "managers/scheduler_components/metrics_reporter.py report_decode_stats"),
     "init_failed": (r"Initialization failed\. Please see the error messages above\.",
                     "entrypoints/engine.py _wait_for_scheduler_ready"),
+    # a node of rank >= 1: its ranks are all ready and it serves the dummy health app (no ready line ever)
+    "follower_serving": (r"Dummy health check server started in background thread at ",
+                         "utils/common.py launch_dummy_health_check_server"),
+    "follower_sigterm": (r"SIGTERM received on node_rank (?P<rank>\d+); waiting for the rank-0 ShutdownReq",
+                         "entrypoints/engine.py Engine._launch_subprocesses (sigterm_handler)"),
 }
 
 # Functions of the wheel whose names in a traceback's frames say the tokenizer / processor was loading.
@@ -130,6 +135,11 @@ FOREIGN_TEXT = {
     "bind_failed": (r"error while attempting to bind on address",
                     "CPython 3.11 Lib/asyncio/base_events.py create_server, logged by uvicorn 0.55 server.py "
                     "Server.startup (SGLang 0.5.23 http_server.py runs uvicorn.Server)"),
+    "dist_store_timeout": (r"Timed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined\.",
+                           "torch 2.14.1 libtorch_cpu.so, TCPStore's server (global rank 0) at init_process_group"),
+    "dist_connect_timeout": (r"The client socket has timed out after \d+ms while trying to connect to",
+                             "torch 2.14.1 libtorch_cpu.so, a TCPStore client (a rank of another node)"),
+    "gloo_closed": (r"Connection closed by peer", "torch 2.14.1 libtorch_cpu.so, gloo transport/tcp/pair.cc"),
     "address_in_use": (r"\[Errno 98\] Address already in use",
                        "the OSError of EADDRINUSE (strerror), e.g. a socket SGLang binds itself"),
 }

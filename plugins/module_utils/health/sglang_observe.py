@@ -129,16 +129,31 @@ def tree_activity(main_pid, proc_root="/proc"):
     return processes_activity([main_pid] + process_tree(main_pid, proc_root), proc_root)
 
 
-def schedulers_and_activity(main_pid, proc_root="/proc"):
-    """One walk of the tree: (scheduler processes under ``main_pid``, the activity of those ranks, or of the whole
-    tree before there are any). The ranks load the weights and capture the graphs; the parent serves HTTP, so every
-    ``/health`` probe of a watcher touches it, and the log wrapper reads every line the server writes, a probe's own
-    access line included: neither is the server moving."""
+def rank_of_title(cmdline):
+    """The rank key of a scheduler's title, as its log prefix writes it: ``sglang::scheduler_DP0_TP3`` -> ``"DP0
+    TP3"``, plain ``sglang::scheduler`` (tp 1) -> ``""``."""
+    title = cmdline.split("\0", 1)[0].strip()
+    return title[len(SCHEDULER_TITLE) + 1:].replace("_", " ")
+
+
+def schedulers_ranks_and_activity(main_pid, proc_root="/proc"):
+    """One walk of the tree: (scheduler processes under ``main_pid``, their rank keys sorted (``rank_of_title``), the
+    activity of those ranks, or of the whole tree before there are any). The ranks load the weights and capture the
+    graphs; the parent serves HTTP, so every ``/health`` probe of a watcher touches it, and the log wrapper reads
+    every line the server writes, a probe's own access line included: neither is the server moving."""
     if not main_pid:
-        return 0, None
+        return 0, [], None
     pids = [main_pid] + process_tree(main_pid, proc_root)
     ranks = scheduler_pids(pids[1:], proc_root)
-    return len(ranks), processes_activity(ranks or pids, proc_root)
+    keys = sorted(rank_of_title((_read(os.path.join(proc_root, str(pid), "cmdline"), "rb") or b"").decode(
+        "utf-8", "replace")) for pid in ranks)
+    return len(ranks), keys, processes_activity(ranks or pids, proc_root)
+
+
+def schedulers_and_activity(main_pid, proc_root="/proc"):
+    """``schedulers_ranks_and_activity`` without the rank keys."""
+    count, dummy, activity = schedulers_ranks_and_activity(main_pid, proc_root)
+    return count, activity
 
 
 def processes_activity(pids, proc_root="/proc"):
@@ -514,8 +529,9 @@ class UnitObserver(object):
         """One observation (dict, see ``sglang_verdict.classify``); ``parse`` is ``sglang_log.parse_log``."""
         obs = self.show()
         main_pid = obs["main_pid"]
-        proc = bounded(lambda: schedulers_and_activity(main_pid, self.proc_root), self.call_timeout, (None, None))
-        obs["schedulers"], obs["activity"] = proc
+        proc = bounded(lambda: schedulers_ranks_and_activity(main_pid, self.proc_root), self.call_timeout,
+                       (None, None, None))
+        obs["schedulers"], obs["scheduler_ranks"], obs["activity"] = proc
         pids = bounded(lambda: cgroup_pids(obs["control_group"], self.cgroup_root), self.call_timeout, [])
         obs["gpu"] = gpu_observation(self.nvidia_smi, pids, self.call_timeout)
         obs["pids"] = pids

@@ -250,8 +250,10 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     3. main process gone (``main_process_gone``: Result != success, or MainPID 0 with ExecMainCode
        set, or failed/inactive) -> crashed, whatever ActiveState says (deactivating, auto-restart);
     4. a traceback, dead-rank, SIGQUIT or fatal line in the log -> crashed (the parent may still run);
-    5. fewer schedulers than tp_size after all were seen -> crashed (a rank died, e.g. an NCCL abort, while the
-       parent keeps answering);
+    5. fewer schedulers than tp_size once all were seen or had been ready (the ready line, or a node of rank >= 1's
+       ``Dummy health check server started``) -> crashed naming the ranks gone (``scheduler_ranks`` against the
+       log's rank prefixes): a rank died, e.g. an NCCL abort, while the parent keeps answering; on a node of rank
+       >= 1 nothing ever ends that parent;
     6. ``/health`` 200 with tp_size schedulers -> ready;
     6b. after the ready line, ``/health`` not 200 while the stats-logging rank's ``Prefill batch`` / ``Decode batch``
        lines moved within ``health_check_timeout`` + 5 s (a long prefill holds /health's one-token generation:
@@ -322,15 +324,25 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
         return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
                         reason="the log shows a failure%s while the unit is still %s/%s: %s" % (
                             where, state, sub, error or "SIGQUIT from a child process"))
-    if seen_full and not full:
+    follower = bool(log.get("follower_serving"))
+    if (seen_full or log.get("ready") or follower) and not full and tp_size > 0:
+        alive = set(last.get("scheduler_ranks") or [])
+        gone = sorted((k for k in (log.get("ranks") or {}) if k not in alive), key=lambda k: (len(k), k))
+        if follower:
+            why = ("a rank of this node of rank >= 1 died: its parent, and the dummy /health that answers 200, keep "
+                   "running (SGLang 0.5.23 joins its schedulers one by one), and rank 0's next forward waits for the "
+                   "lost rank; restart the group from rank 0")
+        else:
+            why = "a rank died while the parent keeps running (an NCCL abort kills schedulers, not the parent)"
         return _verdict("crashed", last, log, traceback=tb, exit_status=exit_status,
-                        reason="only %d of %d scheduler processes are alive (all %d were seen earlier); a rank died "
-                               "while the parent keeps running (an NCCL abort kills schedulers, not the parent)"
-                               % (schedulers, tp_size, tp_size))
+                        reason="only %d of %d scheduler processes are alive (%s)%s; %s"
+                               % (schedulers, tp_size, "all %d were ready" % tp_size,
+                                  (", gone: " + ", ".join(gone)) if gone else "", why))
 
     if last.get("http_code") == 200 and full:
-        return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive"
-                        % (schedulers, tp_size))
+        return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive%s"
+                        % (schedulers, tp_size, " (a node of rank >= 1: its ranks are ready and it serves SGLang's dummy "
+                                              "health app; the API is rank 0's)" if follower else ""))
 
     now = float(last.get("t", 0.0))
     served = bool(log.get("ready")) and full
