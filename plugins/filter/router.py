@@ -2,7 +2,8 @@
 
 ``sglang_router_worker_urls``
     inventory hostnames + hostvars -> ``["http://<address>:<port>", ...]`` in inventory order: each host's
-    ``sglang_service_endpoint.router_url``, as sglang_service published it (the port, scheme and address the
+    ``sglang_service_endpoint.router_url``, as sglang_service published it; a node of rank >= 1 of a multi-node group
+    is left out (its group is one worker, at rank 0's URL) (the port, scheme and address the
     node's SGLang really serves on; see plugins/filter/sglang_endpoint.py ``sglang_service_endpoint``). The router
     restates none of them.
 
@@ -28,6 +29,12 @@ def _endpoint(hostvars, host):
         return None
 
 
+def _follower(endpoint) -> bool:
+    """A node of rank >= 1 of a multi-node group: SGLang 0.5.23 serves only a dummy health app there (its /health
+    answers 200, every /v1 route 404), so it is never a worker."""
+    return endpoint.get("serves_api") is False
+
+
 def sglang_router_worker_url(host: str, hostvars) -> str:
     """The URL the router reaches ``host``'s SGLang server at: its published ``router_url``.
 
@@ -36,6 +43,9 @@ def sglang_router_worker_url(host: str, hostvars) -> str:
     if not endpoint:
         raise AnsibleFilterError(f"{host} has no sglang_service_endpoint: sglang_service publishes it (deploy.yml's "
                                  f"first play, the inventory check, publishes it for every GPU node)")
+    if _follower(endpoint):
+        raise AnsibleFilterError(f"{host} is node rank {endpoint.get('node_rank')} of the multi-node group "
+                                 f"{', '.join(endpoint.get('group') or [])}: only rank 0 serves the API")
     if not endpoint.get("router_url"):
         if endpoint.get("gateway_url"):
             raise AnsibleFilterError(f"{host} published no address other hosts reach its gateway at; set "
@@ -55,6 +65,8 @@ def sglang_router_workers(hosts, hostvars) -> dict:
         problems.append("the router's worker group has no hosts, so the router would have no worker; set "
                         "sglang_router_worker_group to the group of GPU nodes")
     for host in hosts or []:
+        if _follower(_endpoint(hostvars, host) or {}):
+            continue  # its group is the worker, at rank 0's URL
         try:
             url = sglang_router_worker_url(host, hostvars)
         except AnsibleFilterError as exc:
@@ -70,7 +82,7 @@ def sglang_router_worker_urls(hosts, hostvars) -> list[str]:
     """``sglang_router_worker_url`` of each host, in order; AnsibleFilterError on duplicates."""
     if isinstance(hosts, str):
         hosts = [hosts]
-    urls = [sglang_router_worker_url(h, hostvars) for h in hosts]
+    urls = [sglang_router_worker_url(h, hostvars) for h in hosts if not _follower(_endpoint(hostvars, h) or {})]
     dupes = sorted({u for u in urls if urls.count(u) > 1})
     if dupes:
         raise AnsibleFilterError(f"two inventory hosts map to the same worker URL: {', '.join(dupes)}")

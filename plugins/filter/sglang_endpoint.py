@@ -6,6 +6,9 @@
 ``sglang_node_address``
     inventory host (+ advertised name, ansible_host, connection) -> the name other hosts reach it at.
 
+``sglang_group_members``
+    a multi-node group's hostnames + hostvars -> the other nodes' name, node rank and address.
+
 ``sglang_service_endpoint`` / ``sglang_router_metrics_endpoint``
     what a deployed server listens on (unset options at the snapshot's defaults), as the owning role publishes it:
     SGLang's probe and router URLs; the router's Prometheus listener, locally and for a scraper on another host.
@@ -90,6 +93,25 @@ def node_address(host: str, advertise: str | None = None, ansible_host: str | No
     return str(host)
 
 
+def sglang_group_members(group: list, hostvars, this_host: str | None = None) -> list[dict]:
+    """The nodes of a multi-node group other than ``this_host``: ``name``, ``node_rank`` (its place in ``group``, rank
+    0 first) and ``address`` (``node_address`` from its inventory: ``sglang_service_advertise_address``, else
+    ``ansible_host`` unless the connection is local or a container's, else the name). Read from the inventory, not from
+    what the node published, so an unreachable node is still named."""
+    out = []
+    for rank, host in enumerate(group or []):
+        if host == this_host:
+            continue
+        try:
+            own = hostvars[host]
+        except (KeyError, TypeError):
+            own = {}
+        out.append({"name": str(host), "node_rank": rank,
+                    "address": node_address(host, own.get("sglang_service_advertise_address"), own.get("ansible_host"),
+                                            own.get("ansible_connection"))})
+    return out
+
+
 def _listener(opts: dict, version: str, product: str, host_flag: str, port_flag: str) -> tuple[str, int]:
     """(host, port) a server listens on: ``--host_flag``/``--port_flag`` of the normalised ``opts``, unset ones at the
     parser defaults of ``product`` ``version``."""
@@ -104,7 +126,7 @@ def _listener(opts: dict, version: str, product: str, host_flag: str, port_flag:
 
 
 def sglang_service_endpoint(options: dict, version: str, unit: str, address: str | None = None,
-                            gateway_port: int | None = None) -> dict:
+                            gateway_port: int | None = None, nodes: list | None = None) -> dict:
     """What the deployed service is, for every role that talks to it (smoke_health, the router, drain, playbooks).
 
     :param options: the effective SGLang options (dashed names).
@@ -113,13 +135,19 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     :param unit: the systemd unit name.
     :param address: the name or address other hosts reach this node at (None: not known).
     :param gateway_port: the port of the gateway in front of SGLang on this node (roles/sglang_gateway; None: none).
+    :param nodes: the inventory hostnames of this node's multi-node group, rank 0 first (``sglang_service_nodes``);
+        empty or one name: the node serves alone.
     :returns: dict ``unit``; ``host`` and ``port`` SGLang listens on, ``loopback_only`` when that host is a loopback
         address; ``scheme`` (https with ``--ssl-certfile``);
         ``probe_url`` on the node itself, SGLang's own listener (the loopback address of the wildcard it listens on,
         else that host); ``gateway_url`` the gateway on the node itself (None without one); ``router_url`` other
         hosts use: the gateway's when there is one, else SGLang's (None when it listens on loopback only, or the
         address is unknown); ``served_model_name`` (0.5.23 serves the model path when ``--served-model-name`` is
-        unset); ``schedulers`` on this node (``sglang_schedulers_per_node``).
+        unset); ``schedulers`` on this node (``sglang_schedulers_per_node``); ``node_rank`` (``--node-rank``, 0 on
+        one node), ``group`` (the group's hostnames, rank 0 first; ``[]`` on one node) and ``serves_api``: only rank
+        0 of a group serves the API. A node of rank >= 1 runs its ranks and SGLang 0.5.23's dummy health app
+        (``/health``, ``/health_generate``, ``/ping``, 404 for ``/v1/*``: ``entrypoints/engine.py``), so it has no
+        ``router_url``: no router, smoke or client may use it.
     """
     opts = normalise_options(options)
     host, port = _listener(opts, version, "sglang", "host", "port")
@@ -137,9 +165,15 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     else:
         router_url = None if loopback_only or not address else _url(scheme, address, port)
         gateway_url = None
+    try:
+        node_rank = int(opts.get("node-rank") or 0)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(f"--node-rank must be an integer, got {opts.get('node-rank')!r}")
+    group = [str(n) for n in nodes or []]
     return {"unit": unit, "host": host, "port": port, "scheme": scheme,
             "loopback_only": loopback_only, "probe_url": _url(scheme, local, port), "gateway_url": gateway_url,
-            "router_url": router_url,
+            "router_url": router_url if node_rank == 0 else None,
+            "node_rank": node_rank, "group": group if len(group) > 1 else [], "serves_api": node_rank == 0,
             "served_model_name": None if served is None else str(served),
             "schedulers": sglang_schedulers_per_node(options, version)}
 
@@ -163,4 +197,5 @@ class FilterModule:
     def filters(self):
         return {"sglang_schedulers_per_node": sglang_schedulers_per_node,
                 "sglang_service_endpoint": sglang_service_endpoint, "sglang_node_address": node_address,
-                "sglang_router_metrics_endpoint": sglang_router_metrics_endpoint}
+                "sglang_router_metrics_endpoint": sglang_router_metrics_endpoint,
+                "sglang_group_members": sglang_group_members}

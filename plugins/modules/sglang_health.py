@@ -88,6 +88,18 @@ options:
     type: list
     elements: str
     default: [_TRANSPORT=kernel]
+  group:
+    description:
+      - On rank 0 of a multi-node group, the other nodes of the group (C(name), C(node_rank), C(address) their ranks
+        connect from). When the verdict is C(stalled) or C(timeout) in phase C(init_parallel), rank 0 waits for ranks
+        that never joined the rendezvous; the verdict then names each node with no connection to O(dist_init_port)
+        (RV(rendezvous)).
+    type: list
+    elements: dict
+    default: []
+  dist_init_port:
+    description: The C(--dist-init-addr) port (torch's TCPStore on rank 0, which every rank of the group connects to).
+    type: int
   log_level:
     description: The server's C(--log-level). At C(warning) and above SGLang logs no phase line (they are INFO); the
       verdict then rests on the process tree and HTTP and its reason says so.
@@ -198,6 +210,16 @@ gpu_holders:
   returned: always
   type: list
   elements: dict
+rendezvous:
+  description:
+    - With O(group), for a verdict in phase C(init_parallel) on rank 0, the rendezvous as this node sees it -
+      C(port), C(connections) (established connections to it, per remote address) and C(missing) (each node of
+      O(group) with none, each with C(name), C(node_rank), C(address) and the C(addresses) it resolves to); null
+      otherwise.
+  returned: always
+  type: dict
+  sample: {port: 50000, connections: {10.0.0.1: 8}, missing: [{name: gpu-1, node_rank: 1, address: gpu-1,
+           addresses: [10.0.0.2]}]}
 journal:
   description:
     - Whether the journal of the watched runs is complete. C(complete) is false when journald wrote its own
@@ -211,15 +233,16 @@ journal:
            reason: "journal incomplete: journald suppressed 955 line(s) ..."}
 """
 
+import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.journal_notices import journal_completeness
-from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import listeners
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import established_peers, listeners
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import text_re
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import (
-    UnitObserver, foreign_gpu_processes, oom_kills, run_bounded,
+    UnitObserver, bounded, foreign_gpu_processes, oom_kills, run_bounded,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify, crash_advice
 
@@ -350,6 +373,40 @@ def failure_message(unit, v, journal_warning=None):
     return msg
 
 
+def resolve(address, timeout):
+    """The IP addresses ``address`` resolves to (sorted; empty when it does not resolve within ``timeout``)."""
+    def lookup():
+        return sorted(set(info[4][0] for info in socket.getaddrinfo(address, None, 0, socket.SOCK_STREAM)))
+    return bounded(lookup, timeout, []) or []
+
+
+def rendezvous(group, port, timeout, proc="/proc"):
+    """Which nodes of ``group`` hold no connection to rank 0's ``--dist-init-addr`` port (see RETURN)."""
+    peers = established_peers(port, proc)
+    connections = {}
+    for peer in peers:
+        connections[peer] = connections.get(peer, 0) + 1
+    missing = []
+    for node in group:
+        addresses = resolve(str(node.get("address") or node.get("name")), timeout)
+        if not any(a in connections for a in addresses):
+            missing.append({"name": node.get("name"), "node_rank": node.get("node_rank"),
+                            "address": node.get("address"), "addresses": addresses})
+    return {"port": port, "connections": connections, "missing": missing}
+
+
+def rendezvous_message(r):
+    """What rank 0 waits for, in words (empty when every node joined)."""
+    if not r or not r["missing"]:
+        return ""
+    nodes = ", ".join("%s (node rank %s, %s)" % (m["name"], m["node_rank"], ", ".join(m["addresses"]) or
+                                                  "%s does not resolve" % m["address"]) for m in r["missing"])
+    return ("rank 0 waits in init_parallel for ranks that never joined the rendezvous on port %d (%d connection(s), "
+            "none from %s): start SGLang there within rank 0's --dist-timeout (torch's 600 s by default), and check "
+            "that it reaches this node's --dist-init-addr (address, firewall, NCCL/GLOO_SOCKET_IFNAME)"
+            % (r["port"], sum(r["connections"].values()), nodes))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -364,6 +421,8 @@ def main():
             log_level=dict(type="str", default="info"),
             call_timeout=dict(type="float", default=10.0),
             kernel_log_match=dict(type="list", elements="str", default=["_TRANSPORT=kernel"]),
+            group=dict(type="list", elements="dict", default=[]),
+            dist_init_port=dict(type="int"),
         ),
         supports_check_mode=True,
     )
@@ -375,6 +434,13 @@ def main():
                                    v.get("seen_pids"))
     if v.get("bind_failed"):  # who holds the port now (an old server, another service)
         v["port_holders"] = listeners([v["bind_failed"]["port"]])
+    v["rendezvous"] = None
+    p = module.params
+    if p["group"] and p["dist_init_port"] and v["verdict"] in ("stalled", "timeout") and v["phase"] == "init_parallel":
+        v["rendezvous"] = rendezvous(p["group"], p["dist_init_port"], p["call_timeout"])
+        waits = rendezvous_message(v["rendezvous"])
+        if waits:
+            v["reason"] = "%s; %s" % (waits, v["reason"])
     if v["verdict"] == "crashed" and v["error"] and MEMORY_UNBALANCED_RE.search(v["error"]):
         # which GPU another process holds, and whose process it is (not one the watch saw in the unit's cgroup)
         v["gpu_holders"] = foreign_gpu_processes(module.get_bin_path("nvidia-smi"), v["seen_pids"],
@@ -384,7 +450,7 @@ def main():
                   elapsed_s=v["elapsed_s"], history=v["history"], http_code=v["http_code"], reason=v["reason"],
                   schedulers=v["schedulers"], bind_failed=v.get("bind_failed"),
                   port_holders=v.get("port_holders") or [], gpu_holders=v.get("gpu_holders") or [],
-                  oom_kills=v.get("oom_kills") or [])
+                  oom_kills=v.get("oom_kills") or [], rendezvous=v["rendezvous"])
     if v.get("stopped_at"):
         result["stopped_at"] = v["stopped_at"]
     result["journal"] = journal_completeness(lambda argv: run_bounded(argv, module.params["call_timeout"]),

@@ -176,3 +176,22 @@ def test_rank_0_waiting_for_a_missing_node_is_stalled_in_init_parallel(group, ck
     verdict = classify(history, 2, stall_timeout=1.0)
     assert verdict["verdict"] == "stalled" and verdict["phase"] == "init_parallel", verdict
     assert verdict["stopped_at"] == "Init parallel begin."
+
+
+def test_rank_0_names_the_node_that_never_joined_its_rendezvous(group, ckpt, tmp_path):  # noqa: F811
+    """What sglang_health adds to rank 0's init_parallel verdict: its own ranks hold connections to the store (seen in
+    this namespace's /proc/net/tcp), none comes from the missing node's address."""
+    from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import established_peers
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
+
+    port = free_port()
+    leader = group(0, ckpt, port)
+    leader.wait_for(lambda: len(established_peers(port)) >= 2, 10, "rank 0's own ranks in its store")
+    assert set(established_peers(port)) == {"127.0.0.1"}
+    missing = {"name": "gpu-1", "node_rank": 1, "address": "192.0.2.7"}
+    seen = sglang_health.rendezvous([missing, {"name": "gpu-0", "node_rank": 0, "address": "127.0.0.1"}], port, 5)
+    assert seen["connections"] == {"127.0.0.1": 2}
+    assert seen["missing"] == [dict(missing, addresses=["192.0.2.7"])]
+    assert sglang_health.rendezvous_message(seen).startswith(
+        f"rank 0 waits in init_parallel for ranks that never joined the rendezvous on port {port} (2 connection(s), "
+        "none from gpu-1 (node rank 1, 192.0.2.7)): start SGLang there")

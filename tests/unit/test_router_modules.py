@@ -239,6 +239,32 @@ def test_worker_urls_are_what_each_node_published():
     assert sglang_router_workers([], hostvars)["problems"][0].startswith("the router's worker group has no hosts")
 
 
+def test_a_multi_node_group_is_one_worker_at_rank_0s_url_and_a_follower_never_a_worker():
+    """Issue 41: SGLang 0.5.23 serves a dummy health app on a node of rank >= 1 (/health 200, /v1 404): registered, the
+    router would pass its health checks and send it requests it can only answer 404."""
+    from ansible_collections.blackwell.sglang.plugins.filter.sglang_endpoint import sglang_service_endpoint
+    from ansible_collections.blackwell.sglang.plugins.filter.router import (
+        sglang_router_worker_url, sglang_router_worker_urls, sglang_router_workers)
+
+    group = ["gpu-0", "gpu-1"]
+    hostvars = {
+        "gpu-0": {"sglang_service_endpoint": sglang_service_endpoint(
+            {"host": "0.0.0.0", "nnodes": 2, "node-rank": 0}, "0.5.23", "u", "gpu-0", nodes=group)},
+        "gpu-1": {"sglang_service_endpoint": sglang_service_endpoint(
+            {"host": "0.0.0.0", "nnodes": 2, "node-rank": 1}, "0.5.23", "u", "gpu-1", nodes=group)},
+        "gpu-2": {"sglang_service_endpoint": sglang_service_endpoint({"host": "0.0.0.0"}, "0.5.23", "u", "gpu-2")},
+    }
+    follower = hostvars["gpu-1"]["sglang_service_endpoint"]
+    assert follower["router_url"] is None and follower["serves_api"] is False and follower["node_rank"] == 1
+    assert follower["group"] == group and hostvars["gpu-2"]["sglang_service_endpoint"]["group"] == []
+    found = sglang_router_workers(["gpu-0", "gpu-1", "gpu-2"], hostvars)
+    assert found == {"urls": ["http://gpu-0:30000", "http://gpu-2:30000"], "problems": []}
+    assert sglang_router_worker_urls(["gpu-0", "gpu-1", "gpu-2"], hostvars) == found["urls"]
+    with pytest.raises(Exception, match="gpu-1 is node rank 1 of the multi-node group gpu-0, gpu-1: only rank 0 "
+                                        "serves the API"):
+        sglang_router_worker_url("gpu-1", hostvars)
+
+
 def test_the_capacity_guard_refuses_to_drain_a_second_node_while_another_is_unhealthy():
     """Issue 15: a node already unhealthy makes the guard refuse to take another out of rotation (nothing removed)."""
     fleet = [{"id": "x", "url": "http://n1:30000", "is_healthy": True},

@@ -23,6 +23,7 @@ import struct
 __metaclass__ = type
 
 LISTEN = "0A"
+ESTABLISHED = "01"
 WILDCARDS = ("0.0.0.0", "::")
 # The names Debian's /etc/hosts gives the loopback addresses (netbase).
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
@@ -53,6 +54,30 @@ def parse_proc_net_tcp(text):
         except (ValueError, struct.error, OSError):
             continue
     return out
+
+
+def established_peers(port, proc="/proc"):
+    """Remote addresses of the established connections (``st`` ``01``) to local ``port``, one entry per connection, from
+    both tables. On rank 0 of a multi-node group the ``--dist-init-addr`` port is torch's TCPStore, which every rank of
+    every node holds a connection to once it joined the rendezvous."""
+    peers = []
+    for name in ("tcp", "tcp6"):
+        try:
+            with open(os.path.join(proc, "net", name)) as handle:
+                text = handle.read()
+        except (IOError, OSError):
+            continue
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 4 or fields[3] != ESTABLISHED:
+                continue
+            local_port, remote = fields[1].partition(":")[2], fields[2].partition(":")[0]
+            try:
+                if int(local_port, 16) == int(port):
+                    peers.append(_address(remote))
+            except (ValueError, struct.error, OSError):
+                continue
+    return peers
 
 
 def socket_owners(inodes, proc="/proc"):

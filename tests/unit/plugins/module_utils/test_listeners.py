@@ -4,7 +4,7 @@ import os
 import socket
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import (
-    clashes, is_loopback, listeners, parse_proc_net_tcp)
+    clashes, established_peers, is_loopback, listeners, parse_proc_net_tcp)
 
 # Recorded /proc/net/tcp lines (Linux 6.x): 127.0.0.1:30000 LISTEN, 0.0.0.0:22 LISTEN, an ESTABLISHED connection.
 TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -24,6 +24,22 @@ def test_parse_listening_sockets_only():
                                        {"address": "0.0.0.0", "port": 22, "uid": 0, "inode": 41002}]
     assert parse_proc_net_tcp(TCP6) == [{"address": "::", "port": 30000, "uid": 998, "inode": 42001},
                                         {"address": "::1", "port": 8000, "uid": 0, "inode": 42002}]
+
+
+def test_established_peers_of_a_port_from_both_tables(tmp_path):
+    """Rank 0's rendezvous port: one entry per established connection, IPv4-mapped IPv6 as IPv4; listeners and other
+    ports' connections left out."""
+    proc = tmp_path / "proc"
+    (proc / "net").mkdir(parents=True)
+    (proc / "net" / "tcp").write_text(TCP)
+    tcp6 = TCP6 + (
+        "   2: 0000000000000000FFFF00000100000A:7530 0000000000000000FFFF00000200000A:A1B2 01 00000000:00000000 "
+        "00:00000000 00000000     0        0 42003 1 0000000000000000 20 4 0 10 -1\n"
+        "   3: 00000000000000000000000001000000:7530 B80D0120000000000000000007000000:A1B3 01 00000000:00000000 "
+        "00:00000000 00000000     0        0 42004 1 0000000000000000 20 4 0 10 -1\n")
+    (proc / "net" / "tcp6").write_text(tcp6)
+    assert established_peers(30000, str(proc)) == ["127.0.0.1", "10.0.0.2", "2001:db8::7"]
+    assert established_peers(22, str(proc)) == []
 
 
 def test_listeners_name_the_process_holding_each_socket(tmp_path, monkeypatch):

@@ -1,0 +1,53 @@
+"""sglang_group_agreement and interface_addresses: a multi-node group is refused before anything changes (issue 41)."""
+
+import pytest
+
+from ansible_collections.blackwell.sglang.plugins.filter.sglang_group import interface_addresses, sglang_group_agreement
+
+
+def node(name, rank, **over):
+    facts = {"name": name, "node_rank": rank, "gpu_count": 8, "compute_capability": "12.0",
+             "release": {"sglang": "0.5.23", "method": "wheel", "cuda": "13.0"}, "model_revision": "abc123",
+             "options": {"tp-size": 16, "nnodes": 2}, "ifname": "eth0", "addresses": ["10.0.0.%d" % (rank + 1)]}
+    facts.update(over)
+    return facts
+
+
+def test_a_group_that_agrees_has_no_problem_and_one_node_is_no_group():
+    assert sglang_group_agreement([node("gpu-0", 0), node("gpu-1", 1)]) == []
+    assert sglang_group_agreement([node("gpu-0", 0, gpu_count=4)]) == []
+
+
+def test_every_disagreement_at_once_with_the_nodes_the_values_and_the_fix():
+    problems = sglang_group_agreement([
+        node("gpu-0", 0), node("gpu-1", 1, gpu_count=4, compute_capability="10.0", model_revision="def456",
+                               release={"sglang": "0.5.22", "method": "wheel", "cuda": "13.0"},
+                               options={"tp-size": 16, "nnodes": 2, "mem-fraction-static": 0.8}),
+        node("gpu-2", 2, addresses=None), node("gpu-3", 3, addresses=[])])
+    text = "\n".join(problems)
+    assert len(problems) == 7, text
+    assert ("the nodes of the group disagree on the GPU count: 4 on gpu-1 (node rank 1); 8 on gpu-0 (node rank 0), "
+            "gpu-2 (node rank 2), gpu-3 (node rank 3): every node of a group needs") in text
+    assert "GPU compute capability: 10.0 on gpu-1 (node rank 1); 12.0 on gpu-0" in text
+    assert "SGLang release: cuda=13.0, method=wheel, sglang=0.5.22 on gpu-1" in text
+    assert "model revision: abc123 on gpu-0" in text and "def456 on gpu-1" in text
+    assert "SGLang options (--node-rank aside)" in text and "mem-fraction-static=0.8" in text
+    assert "gpu-2 (node rank 2) has no address on eth0, the NCCL/Gloo interface (sglang_service_socket_ifname): it " \
+           "has no such interface" in text
+    assert "gpu-3 (node rank 3) has no address on eth0" in text and "the interface has no IP address" in text
+
+
+def test_a_node_preflight_did_not_reach_is_named_from_the_group():
+    problems = sglang_group_agreement([node("gpu-0", 0), {"unchecked": True}], ["gpu-0", "gpu-1"])
+    assert problems == ["gpu-1 (node rank 1) was not checked (unreachable, or left out of this run by --limit): the "
+                        "nodes of a group deploy and start together"]
+
+
+def test_interface_addresses_from_ansibles_network_facts():
+    fact = {"device": "eth0", "ipv4": {"address": "10.0.0.1", "netmask": "255.255.255.0"},
+            "ipv4_secondaries": [{"address": "10.0.1.1"}], "ipv6": [{"address": "fe80::1", "scope": "link"}]}
+    assert interface_addresses(fact) == ["10.0.0.1", "10.0.1.1", "fe80::1"]
+    assert interface_addresses({"device": "eth1", "active": True}) == []
+    assert interface_addresses(None) is None
+    with pytest.raises(Exception, match="expects an interface fact"):
+        interface_addresses("eth0")
