@@ -74,7 +74,9 @@ R2 = os.path.join(PATCHES, "0001-release-r2-note.patch")
 CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 DEGENERATE = os.path.join(PATCHES, "0003-degenerate-moe-output.patch")
 SLOWER = os.path.join(PATCHES, "0004-slower-release.patch")
+# The router's workers: node 1 serves alone, node 2 is rank 0 of a two-node group (inventory/sandbox-fleet: kimi_pair)
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
+GROUPS = {"sglang-fleet-gpu-1": ["sglang-fleet-gpu-2"]}
 
 
 def _yaml(*path):
@@ -492,8 +494,12 @@ def current_model(node):
 
 def overlay(path, vars_by_host):
     """An inventory overlay giving each host its new release (patch series) and model revision; host vars in a
-    later inventory source win over the fleet's group vars."""
+    later inventory source win over the fleet's group vars. Node 2 is rank 0 of the fleet's two-node group: what it is
+    given, the other node of the group is given too (one release and model for the group; they switch together)."""
     hosts = dict(vars_by_host)
+    for node, others in GROUPS.items():
+        if node in hosts:
+            hosts.update({other: hosts[node] for other in others})
     with open(path, "w") as fh:
         json.dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}, fh)
 

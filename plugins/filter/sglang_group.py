@@ -9,6 +9,12 @@
 ``interface_addresses``
     Ansible's fact of one network interface -> its IP addresses (None: no such interface).
 
+``rollout_batches``
+    the GPU nodes in order + hostvars -> the rolling redeploy's batch sizes: one per single node or whole group.
+
+``group_not_ready``
+    a group's hostnames + hostvars -> its nodes whose health report of this run is not ready.
+
 SGLang 0.5.23 runs one model over the nodes of a group as one set of tensor-parallel ranks: every node loads its
 slice of the same checkpoint with the same code, and the ranks meet over ``--dist-init-addr`` and the NCCL/Gloo
 interface. A node whose GPUs, release or model revision differ does not fail at once: it loads, joins, and then the
@@ -88,6 +94,50 @@ def sglang_group_agreement(nodes, names=None) -> list[str]:
     return problems
 
 
+def group_not_ready(group, hostvars) -> list[str]:
+    """The nodes of a multi-node group whose health report (``smoke_health_report``, this run's) is not ``ready``, as
+    ``"<node> (node rank N): <verdict>[ in phase P]"``; a node without a report (its switch failed before the verdict)
+    is ``no verdict``. Empty when the whole group is ready."""
+    out = []
+    for rank, host in enumerate(group or []):
+        try:
+            report = hostvars[host].get("smoke_health_report") or {}
+        except (KeyError, TypeError, AttributeError):
+            report = {}
+        verdict = report.get("verdict") or "no verdict"
+        if verdict != "ready":
+            phase = report.get("phase")
+            out.append(f"{host} (node rank {rank}): {verdict}{' in phase ' + str(phase) if phase else ''}")
+    return out
+
+
+def rollout_batches(hosts, hostvars) -> list[int]:
+    """The rolling redeploy's ``serial`` batches over ``hosts`` (the GPU nodes in the play's order): one batch per
+    serving unit, a single node or the whole of a multi-node group (``sglang_service_endpoint.group``), whose nodes
+    switch together because none of them can run without the others. A group's nodes must be listed one after the
+    other (and all of them); AnsibleFilterError names the group otherwise."""
+    hosts = [str(h) for h in hosts or []]
+    sizes, i = [], 0
+    while i < len(hosts):
+        try:
+            group = list(hostvars[hosts[i]]["sglang_service_endpoint"].get("group") or [])
+        except (KeyError, TypeError, AttributeError):
+            group = []
+        if not group:
+            sizes.append(1)
+            i += 1
+            continue
+        here = hosts[i:i + len(group)]
+        if sorted(here) != sorted(group):
+            raise AnsibleFilterError(
+                f"the multi-node group {', '.join(group)} must be listed together, all of it, in the GPU nodes' "
+                f"inventory group (found {', '.join(here)} from {hosts[i]} on): its nodes switch as one batch")
+        sizes.append(len(group))
+        i += len(group)
+    return sizes or [1]
+
+
 class FilterModule:
     def filters(self):
-        return {"sglang_group_agreement": sglang_group_agreement, "interface_addresses": interface_addresses}
+        return {"sglang_group_agreement": sglang_group_agreement, "interface_addresses": interface_addresses,
+                "rollout_batches": rollout_batches, "group_not_ready": group_not_ready}

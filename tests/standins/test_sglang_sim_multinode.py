@@ -29,6 +29,16 @@ def group(pkg, tmp_path):  # noqa: F811
         s.stop()
 
 
+def serving_group(group, ckpt):  # noqa: F811
+    """A follower and its rank 0, both serving (rank 0's ready line, the follower's dummy health app)."""
+    port = free_port()
+    follower = group(1, ckpt, port)
+    leader = group(0, ckpt, port)
+    leader.wait_ready(30)
+    follower.wait_for(lambda: "Dummy health check server started" in follower.log, 10, "the dummy health server")
+    return follower, leader
+
+
 def titles(sim):
     return sorted(c[1] for c in sim.children())
 
@@ -144,11 +154,7 @@ def observation(sim, t):
 def test_the_follower_is_ready_when_its_ranks_are_and_a_dead_rank_there_is_crashed_by_name(group, ckpt):  # noqa: F811
     from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify
 
-    port = free_port()
-    follower = group(1, ckpt, port)
-    leader = group(0, ckpt, port)
-    leader.wait_ready(30)
-    follower.wait_for(lambda: "Dummy health check server started" in follower.log, 10, "the dummy health server")
+    follower, leader = serving_group(group, ckpt)
     verdict = classify([observation(follower, 0.0)], 2)
     assert verdict["verdict"] == "ready" and "node of rank >= 1" in verdict["reason"], verdict
     assert classify([observation(leader, 0.0)], 2)["verdict"] == "ready"
@@ -195,3 +201,14 @@ def test_rank_0_names_the_node_that_never_joined_its_rendezvous(group, ckpt, tmp
     assert sglang_health.rendezvous_message(seen).startswith(
         f"rank 0 waits in init_parallel for ranks that never joined the rendezvous on port {port} (2 connection(s), "
         "none from gpu-1 (node rank 1, 192.0.2.7)): start SGLang there")
+
+
+def test_the_followers_phase_is_ready_and_a_later_failure_is_one_while_serving(group, ckpt):  # noqa: F811
+    from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_log
+
+    follower, leader = serving_group(group, ckpt)
+    assert sglang_log.parse_log(follower.log)["phase"] == "ready"
+    os.killpg(leader.pgid, signal.SIGKILL)
+    assert follower.wait_exit(15) is not None
+    parsed = sglang_log.parse_log(follower.log)
+    assert parsed["crash_phase"] == "serving" and "Connection closed by peer" in parsed["error"], parsed

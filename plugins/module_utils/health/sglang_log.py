@@ -54,7 +54,8 @@ PHASES = (
     ("hicache_alloc", ("hicache_pool",)),
     ("http_server", ("uvicorn_startup", "uvicorn_running")),
     ("warmup", ("warmup_image", "uvicorn_warmup_request")),
-    ("ready", ("ready",)),
+    # a node of rank >= 1 never logs the ready line: its dummy health app's start is its own "ready"
+    ("ready", ("ready", "follower_serving")),
 )
 PHASE_ORDER = [name for name, dummy in PHASES]
 _PHASE_RES = [(name, any_text_re(*names)) for name, names in PHASES]
@@ -250,11 +251,11 @@ def crash_phase(lines, failure_at, error, died=None, traceback=None):
     traceback through the tokenizer/processor loaders -> ``tokenizer_load``. Otherwise the phase the failing
     rank had reached before line ``failure_at`` (a rank that never logged died as it started); ``config`` when
     the parent failed on config.json before any scheduler phase (a staging error: an empty config.json);
-    ``serving`` for a failure after the ready line."""
+    ``serving`` for a failure after the ready line (a node of rank >= 1: its dummy health app's start line)."""
     if failure_at is None:
         return None
-    if any(READY_LINE in line for line in lines[:failure_at]):
-        return "serving"  # it was ready: a failure while serving (a dead rank, the watchdog's SIGQUIT)
+    if any(READY_LINE in line or FOLLOWER_SERVING_RE.search(line) for line in lines[:failure_at]):
+        return "serving"  # it was ready: a failure while serving (a dead rank, the watchdog's SIGQUIT, rank 0 lost)
     text = "%s\n%s" % (lines[failure_at], error or "")
     before = lines[:failure_at]
     ranks, dummy = phases_by_rank(before)

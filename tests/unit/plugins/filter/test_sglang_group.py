@@ -51,3 +51,28 @@ def test_interface_addresses_from_ansibles_network_facts():
     assert interface_addresses(None) is None
     with pytest.raises(Exception, match="expects an interface fact"):
         interface_addresses("eth0")
+
+
+def test_rollout_batches_switch_a_group_as_one_batch_and_refuse_a_split_group():
+    from ansible_collections.blackwell.sglang.plugins.filter.sglang_group import rollout_batches
+
+    def ep(group=()):
+        return {"sglang_service_endpoint": {"group": list(group)}}
+    pair = ["gpu-1", "gpu-2"]
+    hostvars = {"gpu-0": ep(), "gpu-1": ep(pair), "gpu-2": ep(pair), "gpu-3": ep()}
+    assert rollout_batches(["gpu-0", "gpu-1", "gpu-2", "gpu-3"], hostvars) == [1, 2, 1]
+    assert rollout_batches(["gpu-2", "gpu-1"], hostvars) == [2]
+    assert rollout_batches([], hostvars) == [1]
+    with pytest.raises(Exception, match=r"the multi-node group gpu-1, gpu-2 must be listed together, all of it, .*"
+                                        r"\(found gpu-1, gpu-0 from gpu-1 on\)"):
+        rollout_batches(["gpu-1", "gpu-0", "gpu-2"], hostvars)
+
+
+def test_group_not_ready_names_each_node_with_its_verdict():
+    from ansible_collections.blackwell.sglang.plugins.filter.sglang_group import group_not_ready
+
+    hostvars = {"gpu-1": {"smoke_health_report": {"verdict": "ready", "phase": "ready"}},
+                "gpu-2": {"smoke_health_report": {"verdict": "crashed", "phase": "serving"}}, "gpu-3": {}}
+    assert group_not_ready(["gpu-1", "gpu-2", "gpu-3"], hostvars) == [
+        "gpu-2 (node rank 1): crashed in phase serving", "gpu-3 (node rank 2): no verdict"]
+    assert group_not_ready(["gpu-1"], hostvars) == []

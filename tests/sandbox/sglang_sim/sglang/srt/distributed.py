@@ -77,6 +77,9 @@ class _Store(threading.Thread):
         self.meetings = {}  # name -> {rank: value}
         port = int(cfg["dist_init_addr"].rsplit(":", 1)[1])
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # c10d's socket.cpp sets SO_REUSEADDR on the server socket: the last run's connections in TIME_WAIT do not
+        # keep a restart from listening; a live listener still does
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self.sock.bind(("", port))
         except OSError as exc:
