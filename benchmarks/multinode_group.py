@@ -9,13 +9,14 @@ Steps, each printing its figures:
 
 1. the router's workers: gpu-0 and the group's rank 0 (gpu-1), never the follower (gpu-2), whose /health answers 200
    (SGLang 0.5.23's dummy health app) and whose /v1/models is 404;
-2. a rank of the follower killed (SIGKILL to one ``sglang::scheduler_TP*`` on gpu-2): the product's health check there
-   (sglang_health, as smoke_health runs it) says ``crashed`` naming the rank, its own time and the time from the kill;
-   the follower's parent and its /health stay up (0.5.23 joins its schedulers one by one);
-3. the group stopped the way the product stops it (rank 0 first: its ShutdownReq ends the follower's ranks): the
+2. the group stopped the way the product stops it (rank 0 first: its ShutdownReq ends the follower's ranks): the
    follower's unit is inactive after S seconds, against its TimeoutStopSec; a follower stopped first would wait it out;
-4. rank 0 started without the follower: its health check (with the group, as smoke_health passes it) is ``stalled`` in
-   ``init_parallel`` naming gpu-2; then gpu-2 starts and the group is ready, and back in the router.
+3. rank 0 started without the follower: its health check (with the group, as smoke_health passes it) is ``stalled`` in
+   ``init_parallel`` naming gpu-2; then gpu-2 starts and the group is ready, and back in the router;
+4. a rank of the follower killed (SIGKILL to one ``sglang::scheduler_TP*`` on gpu-2): the product's health check there
+   (sglang_health, as smoke_health runs it) says ``crashed`` naming the rank, its own time and the time from the kill;
+   the follower's parent and its /health stay up (0.5.23 joins its schedulers one by one). Rank 0's next forward waits
+   for the lost rank for ever, so the group is left broken unless ``--restore`` kills and starts it again.
 
 ``--check`` exits 1 when an expectation does not hold (scripts/test.sh uses it).
 """
@@ -109,6 +110,8 @@ def restart_group():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
+    ap.add_argument("--restore", action="store_true",
+                    help="kill and start the group again at the end (it is left with a dead rank otherwise)")
     args = ap.parse_args(argv)
     problems = []
 
@@ -126,7 +129,36 @@ def main(argv=None):
     if local_status(FOLLOWER, "/v1/models") != "404" or local_status(FOLLOWER, "/health") != "200":
         problems.append("the follower does not serve the dummy health app alone")
 
-    print("== 2. a rank of the follower killed")
+    print("== 2. the group stops from rank 0")
+    timeout_stop = sh(FOLLOWER, "systemctl", "show", "-p", "TimeoutStopUSec", "--value", UNIT)
+    started = time.monotonic()
+    sh(RANK0, "systemctl", "stop", UNIT)
+    rank0_s = time.monotonic() - started
+    gone = wait(lambda: active(FOLLOWER) in ("inactive", "failed"), 300)
+    follower_s = time.monotonic() - started
+    print("   rank 0 stopped in %.1f s; the follower's unit %s after %.1f s (its TimeoutStopSec %s)"
+          % (rank0_s, active(FOLLOWER), follower_s, timeout_stop))
+    if not gone:
+        problems.append("the follower did not stop with rank 0 within 300 s")
+
+    print("== 3. rank 0 without its follower")
+    sh(RANK0, "systemctl", "start", UNIT)
+    group = [{"name": FOLLOWER, "node_rank": 1, "address": FOLLOWER}]
+    result, wall = health(RANK0, group=group, stall_timeout=20, timeout=90)
+    print("   verdict %s in phase %s after %s s" % (result.get("verdict"), result.get("phase"), result.get("elapsed_s")))
+    print("   reason: %s" % (result.get("reason") or result.get("msg", ""))[:500])
+    print("   rendezvous: %s" % result.get("rendezvous"))
+    if result.get("verdict") != "stalled" or result.get("phase") != "init_parallel" \
+            or FOLLOWER not in (result.get("reason") or ""):
+        problems.append("rank 0 alone was not reported stalled in init_parallel naming %s: %s" % (FOLLOWER, result))
+    sh(FOLLOWER, "systemctl", "reset-failed", UNIT, check=False)
+    sh(FOLLOWER, "systemctl", "start", UNIT)
+    result, wall = health(RANK0, timeout=240)
+    print("   follower started: rank 0 %s after %s s more" % (result.get("verdict"), result.get("elapsed_s")))
+    if result.get("verdict") != "ready" or not wait(rank0_listed_healthy, 120, 1):
+        problems.append("the group was not ready and back in the router once the follower started")
+
+    print("== 4. a rank of the follower killed")
     pids = sh(FOLLOWER, "pgrep", "-f", "^sglang::scheduler_TP").split()
     victim = pids[-1]
     title = sh(FOLLOWER, "cat", "/proc/%s/cmdline" % victim).split("\0")[0]
@@ -143,39 +175,11 @@ def main(argv=None):
         problems.append("the follower's dead rank %s was not reported crashed by name: %s" % (rank, result))
     elif (result.get("elapsed_s") or 99) > 3:
         problems.append("the dead rank took %s s to report (target 3)" % result.get("elapsed_s"))
-    verdicts = restart_group()
-    print("   the group killed and started again: rank 0 %s, follower %s" % tuple(verdicts))
-    if verdicts != ["ready", "ready"] or not wait(rank0_listed_healthy, 120, 1):
-        problems.append("the group did not come back after its restart: %s" % verdicts)
-
-    print("== 3. the group stops from rank 0")
-    timeout_stop = sh(FOLLOWER, "systemctl", "show", "-p", "TimeoutStopUSec", "--value", UNIT)
-    started = time.monotonic()
-    sh(RANK0, "systemctl", "stop", UNIT)
-    rank0_s = time.monotonic() - started
-    gone = wait(lambda: active(FOLLOWER) in ("inactive", "failed"), 300)
-    follower_s = time.monotonic() - started
-    print("   rank 0 stopped in %.1f s; the follower's unit %s after %.1f s (its TimeoutStopSec %s)"
-          % (rank0_s, active(FOLLOWER), follower_s, timeout_stop))
-    if not gone:
-        problems.append("the follower did not stop with rank 0 within 300 s")
-
-    print("== 4. rank 0 without its follower")
-    sh(RANK0, "systemctl", "start", UNIT)
-    group = [{"name": FOLLOWER, "node_rank": 1, "address": FOLLOWER}]
-    result, wall = health(RANK0, group=group, stall_timeout=20, timeout=90)
-    print("   verdict %s in phase %s after %s s" % (result.get("verdict"), result.get("phase"), result.get("elapsed_s")))
-    print("   reason: %s" % (result.get("reason") or result.get("msg", ""))[:500])
-    print("   rendezvous: %s" % result.get("rendezvous"))
-    if result.get("verdict") != "stalled" or result.get("phase") != "init_parallel" \
-            or FOLLOWER not in (result.get("reason") or ""):
-        problems.append("rank 0 alone was not reported stalled in init_parallel naming %s: %s" % (FOLLOWER, result))
-    sh(FOLLOWER, "systemctl", "reset-failed", UNIT, check=False)
-    sh(FOLLOWER, "systemctl", "start", UNIT)
-    result, wall = health(RANK0, timeout=240)
-    print("   follower started: rank 0 %s after %s s more" % (result.get("verdict"), result.get("elapsed_s")))
-    if result.get("verdict") != "ready" or not wait(rank0_listed_healthy, 120, 1):
-        problems.append("the group was not ready and back in the router once the follower started")
+    if args.restore:
+        verdicts = restart_group()
+        print("   the group killed and started again: rank 0 %s, follower %s" % tuple(verdicts))
+        if verdicts != ["ready", "ready"] or not wait(rank0_listed_healthy, 120, 1):
+            problems.append("the group did not come back after its restart: %s" % verdicts)
 
     for p in problems:
         print("PROBLEM: " + p)

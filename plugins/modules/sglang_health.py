@@ -399,8 +399,9 @@ def rendezvous_message(r):
     """What rank 0 waits for, in words (empty when every node joined)."""
     if not r or not r["missing"]:
         return ""
-    nodes = ", ".join("%s (node rank %s, %s)" % (m["name"], m["node_rank"], ", ".join(m["addresses"]) or
-                                                  "%s does not resolve" % m["address"]) for m in r["missing"])
+    nodes = ", ".join("%s (node rank %s, %s)" % (
+        m["name"], m["node_rank"], ", ".join(m["addresses"]) or "%s does not resolve" % m["address"])
+        for m in r["missing"])
     return ("rank 0 waits in init_parallel for ranks that never joined the rendezvous on port %d (%d connection(s), "
             "none from %s): start SGLang there within rank 0's --dist-timeout (torch's 600 s by default), and check "
             "that it reaches this node's --dist-init-addr (address, firewall, NCCL/GLOO_SOCKET_IFNAME)"

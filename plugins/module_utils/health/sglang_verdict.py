@@ -340,9 +340,10 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
                                   (", gone: " + ", ".join(gone)) if gone else "", why))
 
     if last.get("http_code") == 200 and full:
+        dummy_app = (" (a node of rank >= 1: its ranks are ready and it serves SGLang's dummy health app; the API is "
+                     "rank 0's)") if follower else ""
         return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive%s"
-                        % (schedulers, tp_size, " (a node of rank >= 1: its ranks are ready and it serves SGLang's dummy "
-                                              "health app; the API is rank 0's)" if follower else ""))
+                        % (schedulers, tp_size, dummy_app))
 
     now = float(last.get("t", 0.0))
     served = bool(log.get("ready")) and full
