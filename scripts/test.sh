@@ -46,7 +46,7 @@ scenario() {
     return 1
   fi
 }
-# A fresh fleet (2 GPU nodes + the real router) for the rolling redeploy, its deploy log in .cache/fleet-deploy.log.
+# A fresh fleet (3 GPU nodes, two of them one multi-node group, + the real router) for the rolling redeploy, its deploy log in .cache/fleet-deploy.log.
 fleet() {
   local t0=$SECONDS
   scripts/sandbox-fleet.sh --destroy >/dev/null

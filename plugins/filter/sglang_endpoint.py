@@ -145,7 +145,8 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
         address is unknown); ``served_model_name`` (0.5.23 serves the model path when ``--served-model-name`` is
         unset); ``schedulers`` on this node (``sglang_schedulers_per_node``); ``node_rank`` (``--node-rank``, 0 on
         one node), ``group`` (the group's hostnames, rank 0 first; ``[]`` on one node) and ``serves_api``: only rank
-        0 of a group serves the API. A node of rank >= 1 runs its ranks and SGLang 0.5.23's dummy health app
+        0 of a group serves the API; ``rendezvous`` (``host`` and ``port`` of ``--dist-init-addr``, None without
+        it). A node of rank >= 1 runs its ranks and SGLang 0.5.23's dummy health app
         (``/health``, ``/health_generate``, ``/ping``, 404 for ``/v1/*``: ``entrypoints/engine.py``), so it has no
         ``router_url``: no router, smoke or client may use it.
     """
@@ -170,10 +171,18 @@ def sglang_service_endpoint(options: dict, version: str, unit: str, address: str
     except (TypeError, ValueError):
         raise AnsibleFilterError(f"--node-rank must be an integer, got {opts.get('node-rank')!r}")
     group = [str(n) for n in nodes or []]
+    rendezvous = None
+    if opts.get("dist-init-addr"):
+        dist_host, dummy, dist_port = str(opts["dist-init-addr"]).rpartition(":")
+        try:
+            rendezvous = {"host": dist_host.strip("[]"), "port": int(dist_port)}
+        except ValueError:
+            raise AnsibleFilterError(f"--dist-init-addr must be HOST:PORT, got {opts['dist-init-addr']!r}")
     return {"unit": unit, "host": host, "port": port, "scheme": scheme,
             "loopback_only": loopback_only, "probe_url": _url(scheme, local, port), "gateway_url": gateway_url,
             "router_url": router_url if node_rank == 0 else None,
             "node_rank": node_rank, "group": group if len(group) > 1 else [], "serves_api": node_rank == 0,
+            "rendezvous": rendezvous,
             "served_model_name": None if served is None else str(served),
             "schedulers": sglang_schedulers_per_node(options, version)}
 

@@ -62,7 +62,8 @@ def sglang_group_agreement(nodes, names=None) -> list[str]:
     """Problems of a group, ``nodes`` in rank order, each a dict ``name``, ``node_rank`` and what preflight read:
     ``gpu_count``, ``compute_capability``, ``release`` (what the build will install, as a comparable value),
     ``model_revision``, ``options`` (the SGLang options less ``node-rank``), ``ifname`` and ``addresses`` (the
-    NCCL/Gloo interface and its addresses on the node; None when the interface is missing); or ``unchecked`` true for
+    NCCL/Gloo interface and its addresses on the node; None when the interface is missing), ``rendezvous`` (on a node
+    of rank >= 1, module tcp_reach's result for rank 0's ``--dist-init-addr``); or ``unchecked`` true for
     a node preflight did not reach (named from ``names``, the group's hostnames in rank order). A key a node lacks
     (``None``) is not compared. Every problem names the nodes and values, and the fix."""
     if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
@@ -84,7 +85,16 @@ def sglang_group_agreement(nodes, names=None) -> list[str]:
         if len(seen) > 1:
             problems.append(f"the nodes of the group disagree on the {what}: " + "; ".join(
                 f"{value} on {', '.join(names)}" for value, names in sorted(seen.items())) + f": {fix}")
+    options = nodes[0].get("options")
+    rendezvous = options.get("dist-init-addr") if isinstance(options, dict) else None
     for node in nodes:
+        reach = node.get("rendezvous")
+        if isinstance(reach, dict) and reach.get("reached") is False:
+            problems.append(f"{node.get('name')} (node rank {node.get('node_rank')}) does not reach rank 0's "
+                            f"--dist-init-addr{' ' + str(rendezvous) if rendezvous else ''} ({reach.get('state')}: "
+                            f"{reach.get('error')}): its "
+                            f"ranks could never join the group; open the port between the nodes or fix the address "
+                            f"(sglang_service_dist_init_host)")
         ifname = node.get("ifname")
         if ifname and not node.get("addresses"):
             why = "it has no such interface" if node.get("addresses") is None else "the interface has no IP address"

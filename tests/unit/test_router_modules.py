@@ -257,6 +257,8 @@ def test_a_multi_node_group_is_one_worker_at_rank_0s_url_and_a_follower_never_a_
     follower = hostvars["gpu-1"]["sglang_service_endpoint"]
     assert follower["router_url"] is None and follower["serves_api"] is False and follower["node_rank"] == 1
     assert follower["group"] == group and hostvars["gpu-2"]["sglang_service_endpoint"]["group"] == []
+    assert sglang_service_endpoint({"nnodes": 2, "node-rank": 1, "dist-init-addr": "[fd00::1]:50000"}, "0.5.23", "u",
+                                   nodes=group)["rendezvous"] == {"host": "fd00::1", "port": 50000}
     found = sglang_router_workers(["gpu-0", "gpu-1", "gpu-2"], hostvars)
     assert found == {"urls": ["http://gpu-0:30000", "http://gpu-2:30000"], "problems": []}
     assert sglang_router_worker_urls(["gpu-0", "gpu-1", "gpu-2"], hostvars) == found["urls"]

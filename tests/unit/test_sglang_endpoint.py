@@ -32,7 +32,7 @@ def test_endpoint_is_what_the_options_say():
     assert ep == {"unit": "sglang-kimi.service", "host": "0.0.0.0", "port": 8000, "scheme": "http", "loopback_only": False,
                   "probe_url": "http://127.0.0.1:8000", "router_url": "http://gpu-1.internal:8000", "gateway_url": None,
                   "served_model_name": 'Kimi 100% "K2.5"', "schedulers": 4, "node_rank": 0, "group": [],
-                  "serves_api": True}
+                  "serves_api": True, "rendezvous": None}
 
 
 def test_behind_the_gateway_the_router_and_clients_use_its_port_and_probes_sglangs_own():

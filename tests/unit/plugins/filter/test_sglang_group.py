@@ -23,9 +23,13 @@ def test_every_disagreement_at_once_with_the_nodes_the_values_and_the_fix():
         node("gpu-0", 0), node("gpu-1", 1, gpu_count=4, compute_capability="10.0", model_revision="def456",
                                release={"sglang": "0.5.22", "method": "wheel", "cuda": "13.0"},
                                options={"tp-size": 16, "nnodes": 2, "mem-fraction-static": 0.8}),
-        node("gpu-2", 2, addresses=None), node("gpu-3", 3, addresses=[])])
+        node("gpu-2", 2, addresses=None), node("gpu-3", 3, addresses=[],
+                                                rendezvous={"state": "unanswered", "reached": False,
+                                                            "error": "no answer within 3 s"})])
     text = "\n".join(problems)
-    assert len(problems) == 7, text
+    assert len(problems) == 8, text
+    assert ("gpu-3 (node rank 3) does not reach rank 0's --dist-init-addr (unanswered: no answer within 3 s): its "
+            "ranks could never join the group") in text
     assert ("the nodes of the group disagree on the GPU count: 4 on gpu-1 (node rank 1); 8 on gpu-0 (node rank 0), "
             "gpu-2 (node rank 2), gpu-3 (node rank 3): every node of a group needs") in text
     assert "GPU compute capability: 10.0 on gpu-1 (node rank 1); 12.0 on gpu-0" in text
