@@ -55,9 +55,6 @@ DEFAULTS = {
     # 0.5.23's sigterm_watchdog checks every 5 s.
     "SGLANG_SIM_DRAIN_POLL_S": "5.0",
     "SGLANG_SIM_FAULT_DELAY_S": "1.0",
-    # The cross-node rendezvous's waits (srt/distributed.py), as a fraction of the real timeout (--dist-timeout,
-    # else torch's 600 s); the messages still give the real seconds.
-    "SGLANG_SIM_DIST_TIMEOUT_SCALE": "1.0",
     # Every decode step and prefill of this release takes this many times as long (a slower release, for the
     # benchmark gate: tests/sandbox/patches/0004-slower-release.patch).
     "SGLANG_SIM_RELEASE_SLOWDOWN": "1.0",
@@ -67,6 +64,9 @@ DEFAULTS = {
     "SGLANG_SIM_PROGRESS_FORMAT": "",  # "" (0.5.23) or "legacy" (0.5.8/0.5.9 one line per shard)
     "SGLANG_SIM_SAFETENSORS_STYLE": "",  # "" (safetensors >= 0.6 messages) or "legacy"
     "SGLANG_SIM_GPU_MEM_GB": "94.97",  # RTX PRO 6000 Blackwell as torch reports it
+    # The cross-node rendezvous's waits (srt/distributed.py), as a fraction of the real timeout (--dist-timeout,
+    # else torch's 600 s); the messages still give the real seconds.
+    "SGLANG_SIM_DIST_TIMEOUT_SCALE": "1.0",
     "SGLANG_HEALTH_CHECK_TIMEOUT": "20",
     "SGLANG_LOG_MS": "",
 }
