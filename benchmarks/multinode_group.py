@@ -30,12 +30,12 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rolling_redeploy import DEPLOYMENT, ROOT, open_url, podman, router_url  # noqa: E402
+from rolling_redeploy import DEPLOYMENT, ROOT, _yaml, open_url, router_url  # noqa: E402
 
 UNIT = "sglang-kimi.service"
 SINGLE, RANK0, FOLLOWER = "sglang-fleet-gpu-0", "sglang-fleet-gpu-1", "sglang-fleet-gpu-2"
 BACKEND = "http://127.0.0.1:%d" % int(DEPLOYMENT["deployment_backend_port"])
-DIST_PORT = 50000  # roles/deployment sglang_service_dist_init_port, the fleet's
+DIST_PORT = int(_yaml("roles", "deployment", "defaults", "main", "sglang_service.yml")["sglang_service_dist_init_port"])
 
 
 def sh(node, *argv, check=True):

@@ -75,7 +75,7 @@ def sglang_unit_errors(timeout_stop_sec, drain_timeout_sec, timeout_start_sec="a
 _HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
-def sglang_multinode_options(nodes, this_host, dist_init_host="", port=50000, tp_size=None, socket_ifname=""):
+def sglang_multinode_options(nodes, this_host, dist_init_host="", port=20000, tp_size=None, socket_ifname=""):
     """``{"nnodes": N, "node-rank": R, "dist-init-addr": "HOST:PORT"}`` for this host; ``{}`` for zero or one node.
 
     :param nodes: inventory hostnames of the nodes serving one model, in rank order (rank 0 first).
