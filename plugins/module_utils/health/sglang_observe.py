@@ -150,12 +150,6 @@ def schedulers_ranks_and_activity(main_pid, proc_root="/proc"):
     return len(ranks), keys, processes_activity(ranks or pids, proc_root)
 
 
-def schedulers_and_activity(main_pid, proc_root="/proc"):
-    """``schedulers_ranks_and_activity`` without the rank keys."""
-    count, dummy, activity = schedulers_ranks_and_activity(main_pid, proc_root)
-    return count, activity
-
-
 def processes_activity(pids, proc_root="/proc"):
     """``tree_activity``'s counter over ``pids``; None when none could be read."""
     total, seen = 0, False

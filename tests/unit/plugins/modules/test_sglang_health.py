@@ -261,10 +261,10 @@ def test_activity_counts_the_ranks_not_the_parent_a_probe_wakes(tmp_path):
 
     proc(90, 1, b"/usr/bin/python3\x00/usr/local/lib/sglang-service/sglang_log_lines.py\x00", 1000, 50000)
     proc(100, 90, b"python3\x00-m\x00sglang.launch_server\x00", 2000, 60000)
-    assert sglang_observe.schedulers_and_activity(90, str(tmp_path)) == (0, 113000)
+    assert sglang_observe.schedulers_ranks_and_activity(90, str(tmp_path)) == (0, [], 113000)
     proc(200, 100, b"sglang::scheduler_TP0\x00", 7, 10)
     proc(201, 100, b"sglang::scheduler_TP1\x00", 8, 20)
-    assert sglang_observe.schedulers_and_activity(90, str(tmp_path)) == (2, 45)
+    assert sglang_observe.schedulers_ranks_and_activity(90, str(tmp_path)) == (2, ["TP0", "TP1"], 45)
     assert sglang_observe.tree_activity(90, str(tmp_path)) == 113045
 
 

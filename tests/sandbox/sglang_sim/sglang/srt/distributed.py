@@ -73,7 +73,7 @@ class _Store(threading.Thread):
         super().__init__(daemon=True, name="tcpstore")
         self.cfg, self.world = cfg, cfg["tp_size"]
         self.cond = threading.Condition()
-        self.members = {}  # rank -> (writer, node_rank)
+        self.members = {}  # rank -> the writer of its connection
         self.meetings = {}  # name -> {rank: value}
         port = int(cfg["dist_init_addr"].rsplit(":", 1)[1])
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -95,7 +95,7 @@ class _Store(threading.Thread):
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _send(self, rank, message):
-        writer = self.members.get(rank, (None,))[0]
+        writer = self.members.get(rank)
         if writer is None:
             return
         try:
@@ -112,7 +112,7 @@ class _Store(threading.Thread):
             with self.cond:
                 if "join" in msg:
                     rank = msg["join"]
-                    self.members[rank] = (writer, msg["node_rank"])
+                    self.members[rank] = writer
                 elif "meet" in msg:
                     here = self.meetings.setdefault(msg["meet"], {})
                     here[rank] = msg.get("value")
@@ -166,7 +166,7 @@ class _Client:
         self.writer = self.sock.makefile("wb")
         self.cond = threading.Condition()
         self.met, self.closed = {}, False
-        self._write({"join": cfg["tp_rank"], "node_rank": cfg["node_rank"]})
+        self._write({"join": cfg["tp_rank"]})
         threading.Thread(target=self._read, daemon=True, name="gloo-pair").start()
 
     def _write(self, msg):

@@ -154,9 +154,9 @@ def launch_dummy_health_check_server(host, port, enable_metrics):
             http.server.ThreadingHTTPServer.daemon_threads = True
             server = http.server.ThreadingHTTPServer((host, port), Handler)
         except OSError as exc:
-            logging.getLogger("uvicorn.error").error(
-                f"[Errno {exc.errno}] error while attempting to bind on address {(host, port)!r}: "
-                f"{exc.strerror.lower()}")
+            from sglang.srt.entrypoints.http_server import bind_error_text  # the rank-0 server's uvicorn line
+
+            logging.getLogger("uvicorn.error").error(bind_error_text(host, port, exc))
             logger.info(f"Dummy health check server stopped at {where}")
             return
         try:
