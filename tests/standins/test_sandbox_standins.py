@@ -749,11 +749,12 @@ def sglang_checkout(tmp_path_factory):
 
 
 # The fleet's release series (benchmarks/rolling_redeploy.py): r2 alone, r2 + the crash at shard 40, r2 + the
-# degenerate output, r2 + a release 30 % slower (the benchmark gate's). The crash and the degenerate patch are
-# alternatives (both set the simulator's default fault).
+# degenerate output, r2 + a release 30 % slower (the benchmark gate's), r2 + 500s after ready (the canary soak's). The
+# crash and the degenerate patch are alternatives (both set the simulator's default fault).
 FLEET_SERIES = [["0001-release-r2-note.patch"], ["0001-release-r2-note.patch", "0002-crash-at-shard-40.patch"],
                 ["0001-release-r2-note.patch", "0003-degenerate-moe-output.patch"],
-                ["0001-release-r2-note.patch", "0004-slower-release.patch"]]
+                ["0001-release-r2-note.patch", "0004-slower-release.patch"],
+                ["0001-release-r2-note.patch", "0005-errors-after-ready.patch"]]
 
 
 def test_the_patch_series_apply_to_the_simulator_checkout(sglang_checkout, tmp_path):

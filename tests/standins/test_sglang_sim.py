@@ -621,6 +621,40 @@ def test_metrics_count_the_scheduler_not_requests_streaming_back(start, ckpt):
     assert result.get("status") == 200 and sim.wait_exit(15) == 0
 
 
+def test_a_release_that_fails_after_ready_answers_every_nth_chat_with_500_and_metrics_count_what_finished(start, ckpt):
+    """SGLANG_SIM_ERROR_FRACTION (the canary soak's bad release): the warmup and the first 19 chats after ready are
+    served; the 20th fails as serving_base.py handle_request's ``except Exception`` does (500, InternalServerError,
+    "Error in request" in the log); sglang:e2e_request_latency_seconds and sglang:num_requests_total count only
+    the requests that finished (metrics_collector.py observe_one_finished_request), cumulative buckets."""
+    sim = start(["--model-path", str(ckpt), "--enable-metrics"], env={"SGLANG_SIM_ERROR_FRACTION": "0.05"})
+    sim.wait_ready()
+    ask = {"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"thinking": False}}
+
+    def chat(stream=False):
+        try:
+            return sim.post("/v1/chat/completions", dict(ask, stream=stream))
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    codes = [chat(n % 2 == 1)[0] for n in range(40)]
+    assert [n for n, code in enumerate(codes) if code != 200] == [19, 39]
+    for n in range(19):
+        assert chat()[0] == 200
+    status, body = chat()
+    error = json.loads(body)
+    assert status == 500 and error["type"] == "InternalServerError" and error["code"] == 500
+    assert error["message"].startswith("Internal server error: ") and "Error in request: " in sim.log
+    text = sim.get("/metrics")[1].decode()
+    labels = 'engine_type="unified",is_streaming="%s",model_name="%s"'
+    served = {"false": 1 + 20 + 19, "true": 18}  # the warmup's /generate counts, as it does upstream
+    for streaming, count in served.items():
+        assert 'sglang:num_requests_total{%s} %.1f' % (labels % (streaming, ckpt), count) in text
+        assert 'sglang:e2e_request_latency_seconds_count{%s} %.1f' % (labels % (streaming, ckpt), count) in text
+        buckets = [float(v) for v in re.findall(r'sglang:e2e_request_latency_seconds_bucket\{%s,le="[^"]+"\} (\S+)'
+                                                 % re.escape(labels % (streaming, ckpt)), text)]
+        assert len(buckets) == 23 and buckets == sorted(buckets) and buckets[-1] == count
+
+
 def test_the_fake_model_thinks_first_and_honours_max_tokens(start, ckpt):
     sim = start(["--model-path", str(ckpt), "--reasoning-parser", "kimi_k2"])
     sim.wait_ready()

@@ -67,6 +67,11 @@ DEFAULTS = {
     # The cross-node rendezvous's waits (srt/distributed.py), as a fraction of the real timeout (--dist-timeout,
     # else torch's 600 s); the messages still give the real seconds.
     "SGLANG_SIM_DIST_TIMEOUT_SCALE": "1.0",
+    # This fraction of the chat requests that arrive after the ready line fail in the handler (a release that loads,
+    # passes /health and the smoke, then fails under real traffic: the rolling redeploy's canary soak,
+    # tests/sandbox/patches/0005-errors-after-ready.patch). Every round(1/fraction)-th request after ready, counted
+    # per server, so a short smoke does not meet one; 0 = none.
+    "SGLANG_SIM_ERROR_FRACTION": "0",
     "SGLANG_HEALTH_CHECK_TIMEOUT": "20",
     "SGLANG_LOG_MS": "",
 }

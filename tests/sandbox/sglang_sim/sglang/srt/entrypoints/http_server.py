@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 access_logger = logging.getLogger("uvicorn.access")
 uv_logger = logging.getLogger("uvicorn.error")
 REASONING_PARSERS = ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "kimi_k3")
+# observability/metrics_collector.py TokenizerMetricsCollector: bucket_e2e_request_latency's default
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
 FORCE_STREAM_INTERVAL = 50  # environ.py SGLANG_FORCE_STREAM_INTERVAL: a non-streamed request's output, every 50 tokens
 
 
@@ -103,6 +105,8 @@ class State:
         self.spec_steps = 0
         self.spec_logged = (0, 0)  # spec_accepted and spec_steps at the last Decode batch line
         self.hang_armed_at = None  # hang_after_ready: from when the next forward never finishes
+        self.chats_after_ready = 0  # SGLANG_SIM_ERROR_FRACTION counts them
+        self.e2e_latency = {}  # is_streaming -> [cumulative counts per E2E_BUCKETS bound, sum, count]
 
     def output(self):
         """The detokenizer sent something (a streamed token, every 50th token of a non-streamed request, a finished
@@ -175,12 +179,23 @@ class State:
             return time.time() >= self.hang_armed_at
         return False
 
-    def finished(self, tokens, streaming):
-        """A request finished with ``tokens`` generated (TokenizerMetricsCollector.observe_one_finished_request)."""
+    def finished(self, tokens, streaming, rid=None):
+        """A request finished with ``tokens`` generated (observability/metrics_collector.py
+        TokenizerMetricsCollector.observe_one_finished_request): its generation tokens, num_requests_total and its
+        end-to-end latency (from when the tokenizer manager took it, rid_to_state) in sglang:e2e_request_latency_seconds
+        with the collector's default buckets (bucket_e2e_request_latency)."""
         with self.lock:
             self.gen_tokens += tokens
             key = "true" if streaming else "false"
             self.finished_tokens[key] = self.finished_tokens.get(key, 0) + tokens
+            started = self.rid_to_state.get(rid)
+            if started is not None:
+                e2e = self.e2e_latency.setdefault(key, [[0] * len(E2E_BUCKETS), 0.0, 0])
+                for i, bound in enumerate(E2E_BUCKETS):
+                    if time.time() - started <= bound:
+                        e2e[0][i] += 1
+                e2e[1] += time.time() - started
+                e2e[2] += 1
 
     def schedulers_alive(self):
         return all(s.is_alive() for s in self.schedulers)
@@ -487,6 +502,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for streaming in sorted(finished):
                 lines.append(f'{name}{{engine_type="unified",is_streaming="{streaming}",'
                              f'model_name="{STATE.served_model_name}"}} {float(finished[streaming])}')
+        with STATE.lock:
+            e2e = {k: (list(v[0]), v[1], v[2]) for k, v in STATE.e2e_latency.items()}
+        if e2e:
+            name = "sglang:e2e_request_latency_seconds"
+            lines += [f"# HELP {name} Histogram of End-to-end request latency in seconds", f"# TYPE {name} histogram"]
+            for streaming in sorted(e2e):
+                counts, total, count = e2e[streaming]
+                labels = f'engine_type="unified",is_streaming="{streaming}",model_name="{STATE.served_model_name}"'
+                for bound, n in zip(E2E_BUCKETS, counts):
+                    lines.append(f'{name}_bucket{{{labels},le="{float(bound)}"}} {float(n)}')
+                lines += [f'{name}_bucket{{{labels},le="+Inf"}} {float(count)}', f"{name}_sum{{{labels}}} {total}",
+                          f"{name}_count{{{labels}}} {float(count)}"]
+            name = "sglang:num_requests_total"
+            lines += [f"# HELP {name} Number of requests processed.", f"# TYPE {name} counter"]
+            for streaming in sorted(e2e):
+                lines.append(f'{name}{{engine_type="unified",is_streaming="{streaming}",'
+                             f'model_name="{STATE.served_model_name}"}} {float(e2e[streaming][2])}')
         self._send(200, "\n".join(lines) + "\n", ctype="text/plain; version=0.0.4; charset=utf-8")
 
     # -- generation ----------------------------------------------------------------------------
@@ -563,7 +595,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             self._schedule(rid, [" x"] * n, prompt_tokens=input_tokens)
             text = " Paris." if "France" in str(body.get("text", "")) else " simulated output"
-            STATE.finished(n, False)
+            STATE.finished(n, False, rid)
             self._send(200, {"text": text, "output_ids": list(range(n)), "meta_info": {
                 "id": rid, "finish_reason": {"type": "length", "length": n}, "prompt_tokens": 7,
                 "weight_version": "default", "completion_tokens": n, "cached_tokens": 0, "e2e_latency": 0.05}})
@@ -593,6 +625,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
                           separators=(",", ":"))
         self._send(400, body)
 
+    def _internal_error(self):
+        """entrypoints/openai/serving_base.py handle_request, its last ``except Exception``: ``logger.exception(f"Error
+        in request: {e}")`` (the traceback follows in the journal), then create_error_response with type
+        InternalServerError and status 500, streamed or not (the exception comes before any stream starts). Raised
+        for every round(1/SGLANG_SIM_ERROR_FRACTION)-th chat request after the ready line."""
+        fraction = sim_config.get_float("SGLANG_SIM_ERROR_FRACTION")
+        if fraction <= 0 or STATE.status == "Starting":
+            return False
+        with STATE.lock:
+            STATE.chats_after_ready += 1
+            n = STATE.chats_after_ready
+        if n % max(int(round(1 / fraction)), 1):
+            return False
+        message = "'NoneType' object is not subscriptable"
+        logger.error(f"Error in request: {message}\nTraceback (most recent call last):\n"
+                     f'  File "sglang/srt/entrypoints/openai/serving_base.py", line 102, in handle_request\n'
+                     f"TypeError: {message}")
+        body = json.dumps({"object": "error", "message": f"Internal server error: {message}",
+                           "type": "InternalServerError", "param": None, "code": 500}, separators=(",", ":"))
+        self._send(500, body)
+        return True
+
     def chat(self):
         body = self._body()
         rid = uuid.uuid4().hex
@@ -601,6 +655,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         error = self._length_error(input_tokens, int(limit) if limit else None)
         if error:  # raised while the request is converted: the client's error, a 400, nothing scheduled
             return self._openai_error(error, "BadRequestError" if body.get("stream") else "BadRequest")
+        if self._internal_error():
+            return None
         tools = body.get("tools") or []
         tool_choice = body.get("tool_choice", "auto")
         thinking = (body.get("chat_template_kwargs") or {}).get("thinking") is not False
@@ -629,7 +685,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 "prompt_tokens_details": None, "reasoning_tokens": 0}
 
     def _chat_once(self, rid, pieces, tools, thinking, truncated, usage):
-        STATE.finished(len(pieces), False)
+        STATE.finished(len(pieces), False, rid)
         tparser, rparser = STATE.args.tool_call_parser, STATE.args.reasoning_parser
         reasoning, text = split_reasoning("".join(pieces), rparser, thinking)
         tool_calls = None
@@ -706,7 +762,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 chunk(d)
 
         self._schedule(rid, pieces, on_token, prompt_tokens=input_tokens, cached_tokens=cached)
-        STATE.finished(len(pieces), True)
+        STATE.finished(len(pieces), True, rid)
         chunk({}, finish="tool_calls" if state["call"] else ("length" if truncated else "stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             obj = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
