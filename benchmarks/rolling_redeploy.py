@@ -74,6 +74,7 @@ R2 = os.path.join(PATCHES, "0001-release-r2-note.patch")
 CRASH = os.path.join(PATCHES, "0002-crash-at-shard-40.patch")
 DEGENERATE = os.path.join(PATCHES, "0003-degenerate-moe-output.patch")
 SLOWER = os.path.join(PATCHES, "0004-slower-release.patch")
+ERRORS = os.path.join(PATCHES, "0005-errors-after-ready.patch")
 # The router's workers: node 1 serves alone, node 2 is rank 0 of a two-node group (inventory/sandbox-fleet: kimi_pair)
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 GROUPS = {"sglang-fleet-gpu-1": ["sglang-fleet-gpu-2"]}
@@ -186,6 +187,7 @@ class Rotation:
         self.windows = []  # (url, wall-clock start, wall-clock end) of each time out of rotation
         self.wall_since = {}
         self.known = set()
+        self.fewest, self.polls = None, 0  # the fewest workers listed healthy at any poll, and how many polls
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -202,6 +204,8 @@ class Rotation:
                 self.errors += 1
                 healthy = None
             if healthy is not None:
+                self.fewest = len(healthy) if self.fewest is None else min(self.fewest, len(healthy))
+                self.polls += 1
                 self.known |= healthy
                 for url in self.known:
                     if url not in healthy and url not in self.out_since:
@@ -598,12 +602,15 @@ def windows_figures(windows, log, since_wall):
     return out
 
 
-def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=(), gate=False):
+def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_redeploy.yml", extra=(), gate=False,
+             canary=False):
     """One playbook run under load, with its figures. The rollout's performance gate runs only where ``gate`` says:
     it adds its sweep to the first node's time out of rotation, which the other cases hold to drain + restart-to-ready
-    + the rest (gate_case proves the gate)."""
+    + the rest (gate_case proves the gate); the canary soak only where ``canary`` says (canary_case, gate_case)."""
     if playbook == "playbooks/rolling_redeploy.yml" and not gate:
         extra = [*extra, "-e", "rolling_redeploy_benchmark_gate=false"]
+    if playbook == "playbooks/rolling_redeploy.yml" and not canary:
+        extra = [*extra, "-e", "generation_canary_soak_s=0"]
     inv = os.path.join(workdir, "%s-overlay.json" % name)
     overlay(inv, vars_by_host)
     url = args.router_url or router_url()
@@ -653,6 +660,9 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
         "model_before": {n: os.path.basename(v) for n, v in models_before.items()},
         "model_after": {n: os.path.basename(v) for n, v in models_after.items()},
         "failures_sample": [r[3] for r in failed[:5]],
+        # a release's own 500s (the canary's) apart from what the switch or the rollback lost
+        "failed_500": sum(1 for r in failed if str(r[3]).startswith("HTTP 500")),
+        "fewest_healthy": rotation.fewest, "router_polls": rotation.polls,
         "log": os.path.join(workdir, name + ".log"),
     }
     return figures, out
@@ -842,20 +852,26 @@ def gate_case(args, workdir):
     forced = {NODES[0]: {"rolling_redeploy_force": True}}
     inv = os.path.join(workdir, "gate-record-overlay.json")
     overlay(inv, forced)
-    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml"], os.path.join(workdir, "gate-record.log"))
+    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml", "-e", "generation_canary_soak_s=0"],
+                            os.path.join(workdir, "gate-record.log"))
     said = gate_message(out)
     print("== gate-record: playbook rc=%s in %.0f s\n   the gate: %s" % (rc, wall, said or "(nothing)"))
     if rc != 0 or not ("recorded" in said or "passed" in said):
         problems.append("gate: the first gated rollout did not record and pass (rc %s): %s; see %s"
                         % (rc, said or "the gate said nothing", os.path.join(workdir, "gate-record.log")))
 
-    f, out = run_case("gate-unchanged", forced, args, workdir, gate=True)
+    # ... and, back in rotation, the canary soak under the load: a healthy release passes it (canary_case fails one)
+    f, out = run_case("gate-unchanged", forced, args, workdir, gate=True, canary=True)
     print_figures(f)
     said = gate_message(out)
-    print("   the gate: %s" % (said or "(nothing)"))
+    soak = soak_message(out)
+    print("   the gate: %s\n   the soak: %s" % (said or "(nothing)", soak or "(nothing)"))
     if f["playbook_rc"] != 0 or not said.startswith("benchmark gate passed"):
         problems.append("gate-unchanged: the same release did not pass the gate against its record (rc %s): %s"
                         % (f["playbook_rc"], said or "the gate said nothing"))
+    if not soak.startswith("canary soak passed") or "'requests': 0," in soak:
+        problems.append("gate-unchanged: the healthy release did not pass a judged canary soak: %s"
+                        % (soak or "the soak said nothing"))
     problems += window_problems("gate-unchanged", f, args.max_rest_s, nodes=[])
 
     f, out = run_case("gate-slower", {NODES[0]: {"sglang_build_patches": [R2, SLOWER]}}, args, workdir, gate=True)
@@ -875,6 +891,107 @@ def gate_case(args, workdir):
     problems += window_problems("gate-slower", f, args.max_rest_s, nodes=[])
     if not wait_router(listed_healthy(NODES[0]), "%s back in rotation" % NODES[0]):
         problems.append("gate-slower: %s is not back in rotation" % NODES[0])
+    return problems
+
+
+def soak_message(out):
+    """The canary soak's verdict line from a play's output, on one line."""
+    found = re.findall(r"(canary soak (?:passed|failed) after[^\"']*)", out)
+    return " ".join(found[-1].split()) if found else ""
+
+
+def canary_case(args, workdir):
+    """The canary soak catches what ready and the smoke cannot: node 1 onto a release that answers one chat in twenty
+    with 500 once it is ready (0005-errors-after-ready.patch). Its smoke passes and it rejoins; the soak sees its
+    error rate against node 2's in the router's per-worker outcomes (the router retries each 500 on a worker, so no
+    client sees one) and it is rolled back, drained first; the rollout stops naming the figures; node 2 (the group)
+    is not switched; no request is lost to the switch or the rollback."""
+    problems = []
+    f, out = run_case("canary", {NODES[0]: {"sglang_build_patches": [R2, ERRORS]}}, args, workdir, canary=True)
+    print_figures(f)
+    stopped = "Rolling redeploy stopped at the canary %s" % NODES[0]
+    message = next((line.strip() for line in out.splitlines() if stopped in line), "")
+    print("   play's message: %s\n   the soak: %s" % (message[:600] or "(none)", soak_message(out) or "(nothing)"))
+    print("   a client saw the canary's 500: %d; the fewest workers listed healthy at a 0.2 s poll: %s (%d polls)"
+          % (f["failed_500"], f["fewest_healthy"], f["router_polls"]))
+    if f["playbook_rc"] == 0:
+        problems.append("canary: the play succeeded although node 1's release fails one request in twenty")
+    if not message or not re.search(r"error rate \d+\.\d % \(\d+ of \d+ requests\)", message):
+        problems.append("canary: the play does not stop at %s naming the canary's error rate" % NODES[0])
+    if f["release_after"][NODES[0]] != f["release_before"][NODES[0]]:
+        problems.append("canary: %s was not rolled back (%s)" % (NODES[0], f["release_after"][NODES[0]]))
+    if f["release_after"][NODES[1]] != f["release_before"][NODES[1]]:
+        problems.append("canary: %s was switched although the canary failed" % NODES[1])
+    if f["failed"] - f["failed_500"]:
+        problems.append("canary: %d requests lost to the switch or the rollback: %s"
+                        % (f["failed"] - f["failed_500"], f["failures_sample"]))
+    if not wait_router(listed_healthy(NODES[0]), "%s back in rotation" % NODES[0]):
+        problems.append("canary: %s is not back in rotation" % NODES[0])
+    return problems
+
+
+def router_pid():
+    return podman("exec", ROUTER, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service")
+
+
+def router_workers():
+    """The worker URLs the router lists healthy, sorted."""
+    with open_url(router_url() + "/workers", timeout=5) as resp:
+        return sorted(w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy"))
+
+
+def elastic_case(args, workdir):
+    """Issue 42: the fleet shrinks and grows under the load without touching its entry point. Node 1 leaves with
+    playbooks/remove_node.yml (capacity guard, deregister, drain, stop) and joins again with deploy.yml --limit node 1
+    (the router play not named: the node registers itself through the router's worker API once ready and smoked).
+    Expected: 0 failed requests, the router's PID unchanged throughout, the worker list as expected after each step,
+    node 2's group untouched, no 0.2 s poll with no healthy worker. Then, without load, a router restart re-learns
+    both workers from its membership file."""
+    problems = []
+    url = args.router_url or router_url()
+    urls = {n: "http://%s:%d" % (n, PORT) for n in NODES}
+    pid, group = router_pid(), {n: invocation(n) for n in [NODES[1], *GROUPS[NODES[1]]]}
+    load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
+    rotation.start()
+    load.start()
+    time.sleep(args.rest_s)
+    steps = []
+    for name, playbook_args, expected in (
+            ("remove", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[0]], [urls[NODES[1]]]),
+            ("join", ["playbooks/deploy.yml", "--limit", NODES[0]], sorted(urls.values()))):
+        rc, wall, out = ansible(playbook_args, os.path.join(workdir, "elastic-%s.log" % name))
+        listed, now_pid = router_workers(), router_pid()
+        steps.append({"step": name, "rc": rc, "s": round(wall, 1), "workers": listed, "router_pid": now_pid})
+        print("== elastic %s: playbook rc=%s in %.0f s; the router lists %s; its PID %s (before: %s)"
+              % (name, rc, wall, listed, now_pid, pid))
+        if rc != 0:
+            problems.append("elastic %s: the playbook failed (rc %s), see %s" % (
+                name, rc, os.path.join(workdir, "elastic-%s.log" % name)))
+        if listed != expected:
+            problems.append("elastic %s: the router lists %s, expected %s" % (name, listed, expected))
+        if now_pid != pid:
+            problems.append("elastic %s: the router restarted (PID %s -> %s)" % (name, pid, now_pid))
+    time.sleep(2)
+    load.stop()
+    rotation.stop()
+    failed = [r for r in load.results if not r[2]]
+    untouched = {n: invocation(n) for n in group} == group
+    print("   requests %d, failed %d; the fewest workers listed healthy at a 0.2 s poll: %s (%d polls); node 2's group "
+          "untouched: %s" % (len(load.results), len(failed), rotation.fewest, rotation.polls, untouched))
+    if failed:
+        problems.append("elastic: %d failed requests: %s" % (len(failed), [r[3] for r in failed[:5]]))
+    if not rotation.fewest or rotation.polls < 10:
+        problems.append("elastic: a poll saw %s healthy workers (%d polls)" % (rotation.fewest, rotation.polls))
+    if not untouched:
+        problems.append("elastic: node 2's group was restarted")
+    # a cold start re-learns the members (the load is off: a restart drops what is in flight)
+    podman("exec", ROUTER, "systemctl", "restart", "sglang-router.service")
+    start = time.monotonic()
+    relearnt = wait_router(lambda healthy: sorted(healthy) == sorted(urls.values()), "both members", timeout=30)
+    print("   router restarted: lists %s again after %.1f s" % (sorted(urls.values()) if relearnt else router_workers(),
+                                                                time.monotonic() - start))
+    if not relearnt:
+        problems.append("elastic: the restarted router does not list both members")
     return problems
 
 
@@ -939,7 +1056,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
     ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback",
-                                       "degenerate", "gate", "rotate"],
+                                       "degenerate", "gate", "canary", "rotate", "elastic"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -952,7 +1069,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
     cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "degenerate",
-                              "gate", "rotate"])
+                              "gate", "canary", "rotate", "elastic"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -1030,8 +1147,14 @@ def main(argv=None):
     if "gate" in cases:
         problems += gate_case(args, workdir)
 
+    if "canary" in cases:
+        problems += canary_case(args, workdir)
+
     if "rotate" in cases:
         problems += rotate_case(args, workdir)
+
+    if "elastic" in cases:
+        problems += elastic_case(args, workdir)
 
     with open(os.path.join(workdir, "figures.json"), "w") as fh:
         json.dump(results, fh, indent=1)

@@ -15,9 +15,17 @@ description:
   - Check mode reports what would change and changes nothing.
 options:
   router_url:
-    description: Base URL of the router, e.g. C(http://127.0.0.1:30000).
+    description: Base URL of the router, e.g. C(http://127.0.0.1:30000). Required unless I(members_file) names it
+      (a play without the router host, a GPU node's C(--limit) run, reads it there).
     type: str
-    required: true
+  members_file:
+    description:
+      - The router's membership file (roles/sglang_router writes it; its C(ExecStartPost) registers its workers when
+        the router starts, which keeps none of C(POST /workers) across a restart). Given, a worker joins it once the
+        router lists it healthy (I(state=present)) and leaves it before its C(DELETE) (I(state=absent)), so a router
+        restarted at any moment re-learns the fleet's members and only them. Omitted, the file is not touched (a
+        rolling switch takes a member out of rotation and back; it stays a member).
+    type: path
   worker_url:
     description: The worker's URL as the router reaches it, e.g. C(http://gpu-node-0:30000). Compared without
       a trailing slash.
@@ -104,6 +112,11 @@ worker:
   type: dict
   sample: {"id": "fde6749d-56d5-4474-a8db-803fe722f7a8", "url": "http://gpu-node-1:30000", "is_healthy": true,
            "load": 0}
+members:
+  description: The workers of I(members_file) after the change (omitted without it).
+  returned: when members_file is given
+  type: list
+  elements: str
 workers:
   description: URLs and health of every worker the router lists at the end, C([{url, is_healthy}]).
   returned: always
@@ -131,6 +144,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client 
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
 from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.router_members import (
+    MembersFileError, read_members, with_worker, write_members,
+)
 
 
 def _summary(workers):
@@ -144,9 +160,14 @@ def run(params, check_mode, router=None, clock=None, sleep=None, worker=None, he
     ``router`` (a sglang_router_api.Router), ``worker`` (an http_client.JsonClient on the worker, for the drain) and
     ``health`` (one for its /health, with SGLang's bound + 5 s as its timeout) are made from the parameters unless
     given (tests)."""
-    router = router or Router(params["router_url"], timeout=params["request_timeout"])
+    members = _Members(params)
+    router_url = params.get("router_url") or (members.current or {}).get("router_url")
+    if not router_url:
+        raise EndpointError("no router_url: give it, or a members_file the router role wrote (%s: %s)"
+                            % (params.get("members_file"), "absent" if members.current is None else "no router_url"))
+    router = router or Router(router_url, timeout=params["request_timeout"])
     waits = {k: v for k, v in (("clock", clock), ("sleep", sleep)) if v is not None}
-    result = _rotation(params, check_mode, router, waits)
+    result = _rotation(params, check_mode, router, waits, members)
     if params["state"] == "absent" and (params.get("drain_timeout") or 0) > 0:
         worker = worker or JsonClient(params["worker_url"], timeout=params["request_timeout"])
         drain = wait_drained(worker, params["drain_timeout"], check_mode=check_mode, **waits)
@@ -159,8 +180,36 @@ def run(params, check_mode, router=None, clock=None, sleep=None, worker=None, he
     return result
 
 
-def _rotation(params, check_mode, router, waits):
-    """Add or remove the worker and wait until the router's list agrees (the result without the drain).
+class _Members:
+    """The membership file of ``params["members_file"]`` (nothing without one): read once, updated per state."""
+
+    def __init__(self, params):
+        self.path = params.get("members_file")
+        try:
+            self.current = read_members(self.path) if self.path else None
+        except MembersFileError as exc:
+            raise EndpointError(str(exc))
+        if self.path and self.current is None:
+            raise EndpointError("%s does not exist: the router role writes it (deploy.yml's router play); deploy the "
+                                "router first" % self.path)
+
+    def update(self, url, present, check_mode, result):
+        """Add or drop ``url``; notes the change in ``result`` (``changed``, ``members``)."""
+        if not self.path:
+            return
+        wanted = with_worker(self.current, url, present)
+        if wanted["workers"] != self.current["workers"]:
+            result["changed"] = True
+            if not check_mode:
+                write_members(self.path, wanted)
+            self.current = wanted
+        result["members"] = list(self.current["workers"])
+
+
+def _rotation(params, check_mode, router, waits, members):
+    """Add or remove the worker and wait until the router's list agrees (the result without the drain); the
+    membership file (``members``) follows: a worker leaves it before it leaves the router, and joins it once listed
+    healthy.
 
     ``waits``: wait_until's ``clock`` and ``sleep`` where a test gives them."""
     url = normalise_url(params["worker_url"])
@@ -170,6 +219,7 @@ def _rotation(params, check_mode, router, waits):
 
     if params["state"] == "absent":
         if not entries:
+            members.update(url, False, check_mode, result)
             result["workers"] = _summary(router.workers())
             return result
         need = int(params.get("min_healthy_others") or 0)
@@ -183,6 +233,7 @@ def _rotation(params, check_mode, router, waits):
                                       url, len(healthy_others), ", ".join(healthy_others) or "none", need,
                                       ", ".join(w.get("url") for w in others if not w.get("is_healthy")) or "none"))
         result["changed"] = True
+        members.update(url, False, check_mode, result)
         if check_mode:
             result["workers"] = _summary(router.workers())
             return result
@@ -197,10 +248,12 @@ def _rotation(params, check_mode, router, waits):
         return result
 
     if entries and any(e.get("is_healthy") for e in entries):
+        members.update(url, True, check_mode, result)
         result["workers"] = _summary(router.workers())
         return result
     if check_mode:
         result["changed"] = not entries
+        members.update(url, True, check_mode, result)
         result["workers"] = _summary(router.workers())
         return result
     if not entries:
@@ -219,6 +272,7 @@ def _rotation(params, check_mode, router, waits):
         raise RouterError("the router does not list %s as healthy %.0f s after adding it (%s): %s"
                           % (url, waited, state, listed))
     result["worker"] = entry
+    members.update(url, True, check_mode, result)
     result["workers"] = _summary(router.workers())
     return result
 
@@ -226,7 +280,8 @@ def _rotation(params, check_mode, router, waits):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            router_url=dict(type="str", required=True),
+            router_url=dict(type="str"),
+            members_file=dict(type="path"),
             worker_url=dict(type="str", required=True),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             min_healthy_others=dict(type="int", default=0),
@@ -236,6 +291,7 @@ def main():
             poll_interval=dict(type="float", default=0.5),
             request_timeout=dict(type="int", default=10),
         ),
+        required_one_of=[("router_url", "members_file")],
         supports_check_mode=True,
     )
     try:

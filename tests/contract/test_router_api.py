@@ -337,3 +337,195 @@ def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_pat
         assert [chat(url, "hello %d" % i)[0] for i in range(20)] == [200] * 20
     finally:
         _stop(procs)
+
+
+def _start_bare_router(procs, options=None):
+    """The real router with no worker on its command line (as roles/sglang_router renders it now); (URL, port)."""
+    rport = _free_port()
+    argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
+            "--log-level", "warn", "--disable-circuit-breaker", "--health-check-interval-secs", "1"]
+    for key, value in (options or {}).items():
+        argv += ["--" + key] if value is True else ["--" + key, str(value)]
+    procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+    return f"http://127.0.0.1:{rport}"
+
+
+def _register(members_file):
+    """The router unit's ExecStartPost, as systemd runs it."""
+    script = ROOT / "roles" / "sglang_router" / "files" / "register_workers.py"
+    return subprocess.run([sys.executable, str(script), "--members-file", str(members_file), "--timeout", "30"],
+                          capture_output=True, text=True, timeout=60)
+
+
+class HealthyPoller:
+    """GET /workers every 0.2 s (the acceptance's poll): the fewest workers listed healthy at any poll."""
+
+    def __init__(self, router):
+        self.router, self.fewest, self.polls, self.stop = router, None, 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.is_set():
+            healthy = sum(1 for w in Router(self.router).workers() if w.get("is_healthy"))
+            self.fewest = healthy if self.fewest is None else min(self.fewest, healthy)
+            self.polls += 1
+            self.stop.wait(0.2)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+def test_a_restarted_router_relearns_every_member_and_only_them(tmp_path):
+    """The real router keeps nothing of POST /workers across a restart. The unit's ExecStartPost (register_workers.py)
+    registers the membership file's workers: a member that joined through the module (members_file) is listed healthy
+    again after a restart, and one that left is not."""
+    sim = _sim_package(tmp_path / "sim")
+    procs = []
+    try:
+        workers = [_start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / ("s%d" % i))}) for i in range(3)]
+        for w in workers:
+            _wait_http(w + "/health", 90)
+        router = _start_bare_router(procs)
+        members = tmp_path / "workers.json"
+        first = _register(members)
+        assert first.returncode == 0 and "no membership file" in first.stdout
+        members.write_text(json.dumps({"router_url": router, "workers": workers[:1]}))
+        assert _register(members).returncode == 0
+        params = {"members_file": str(members), "state": "present", "timeout": 30, "poll_interval": 0.2,
+                  "request_timeout": 5}
+        for w in workers[1:]:
+            sglang_router_workers.run(dict(params, worker_url=w), check_mode=False)
+        sglang_router_workers.run(dict(params, worker_url=workers[1], state="absent"), check_mode=False)
+        before = sorted(w["url"] for w in Router(router).workers() if w["is_healthy"])
+        assert before == sorted([workers[0], workers[2]])
+
+        procs[-1].terminate()
+        procs[-1].wait(timeout=30)
+        restarted = _start_bare_router(procs, {"port": router.rsplit(":", 1)[1]})
+        restarted = restarted.rsplit(":", 1)[0] + ":" + router.rsplit(":", 1)[1]
+        registered = _register(members)
+        assert registered.returncode == 0, registered.stderr
+        assert "registered 2 of 2 member(s)" in registered.stdout
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            after = sorted(w["url"] for w in Router(restarted).workers() if w["is_healthy"])
+            if after == before:
+                break
+            time.sleep(0.2)
+        assert after == before
+    finally:
+        _stop(procs)
+
+
+def test_an_add_and_a_remove_back_to_back_never_leave_the_router_without_a_healthy_worker(tmp_path):
+    """sgl-project/sglang#38524: the router's add and remove are independent background jobs. Through the product
+    (sglang_router_workers: present waits until the new worker is listed healthy; absent's capacity guard), an add of
+    B then a remove of A back to back, and the same pair started at the same instant, never leave a 0.2 s poll with
+    no healthy worker; the concurrent remove is refused by the guard or waits its turn, never runs first."""
+    sim = _sim_package(tmp_path / "sim")
+    procs = []
+    try:
+        a, b = [_start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / ("s%d" % i))}) for i in range(2)]
+        for w in (a, b):
+            _wait_http(w + "/health", 90)
+        router = _start_bare_router(procs)
+        _wait_http(router + "/liveness", 30)
+        members = tmp_path / "workers.json"
+        members.write_text(json.dumps({"router_url": router, "workers": [a]}))
+        assert _register(members).returncode == 0
+        params = {"members_file": str(members), "timeout": 30, "poll_interval": 0.2, "request_timeout": 5,
+                  "min_healthy_others": 1}
+        sglang_router_workers.run(dict(params, worker_url=a, state="present"), check_mode=False)  # A is serving
+        with HealthyPoller(router) as back_to_back:
+            time.sleep(0.5)
+            sglang_router_workers.run(dict(params, worker_url=b, state="present"), check_mode=False)
+            sglang_router_workers.run(dict(params, worker_url=a, state="absent"), check_mode=False)
+            time.sleep(0.5)
+        assert back_to_back.fewest == 1 and back_to_back.polls >= 3
+        assert [w["url"] for w in Router(router).workers()] == [b]
+        assert json.loads(members.read_text())["workers"] == [b]
+
+        outcome = {}
+
+        def job(name, worker, state):
+            try:
+                outcome[name] = sglang_router_workers.run(dict(params, worker_url=worker, state=state), False)
+            except EndpointError as exc:
+                outcome[name] = exc
+
+        with HealthyPoller(router) as concurrent:
+            jobs = [threading.Thread(target=job, args=("add", a, "present")),
+                    threading.Thread(target=job, args=("remove", b, "absent"))]
+            for t in jobs:
+                t.start()
+            for t in jobs:
+                t.join(timeout=60)
+            time.sleep(0.5)
+        assert concurrent.fewest >= 1, "a poll saw no healthy worker"
+        assert not isinstance(outcome["add"], Exception) and outcome["add"]["worker"]["is_healthy"]
+        if isinstance(outcome["remove"], Exception):
+            assert "the capacity guard needs 1" in str(outcome["remove"])
+    finally:
+        _stop(procs)
+
+
+def test_the_canary_soak_catches_a_worker_that_fails_one_request_in_twenty(tmp_path):
+    """The real router retries the 500 elsewhere, so every client request succeeds; the soak (module sglang_canary)
+    still sees the canary's 5 % in the router's per-worker outcomes and fails naming it; the same soak over a healthy
+    canary passes, judged."""
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_canary
+
+    sim = _sim_package(tmp_path / "sim")
+    procs = []
+    try:
+        good = _start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / "g")}, ["--enable-metrics"])
+        bad = _start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / "b"), "SGLANG_SIM_ERROR_FRACTION": "0.05"},
+                         ["--enable-metrics"])
+        for w in (good, bad):
+            _wait_http(w + "/health", 90)
+        mport = _free_port()
+        router = _start_bare_router(procs, {"policy": "round_robin", "prometheus-host": "127.0.0.1",
+                                            "prometheus-port": mport})
+        _wait_http(router + "/liveness", 30)
+        for w in (good, bad):
+            sglang_router_workers.run(_params(router, w, "present"), check_mode=False)
+        stop, codes = threading.Event(), []
+
+        def load():
+            body = {"model": "m", "max_tokens": 8, "chat_template_kwargs": {"thinking": False},
+                    "messages": [{"role": "user", "content": "hi"}]}
+            while not stop.is_set():
+                req = urllib.request.Request(router + "/v1/chat/completions", data=json.dumps(body).encode(),
+                                             method="POST", headers={"Content-Type": "application/json"})
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as resp:
+                        codes.append(resp.status)
+                except urllib.error.HTTPError as exc:
+                    codes.append(exc.code)
+
+        threads = [threading.Thread(target=load, daemon=True) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        params = {"router_url": router, "router_metrics_url": f"http://127.0.0.1:{mport}/metrics", "soak_s": 8,
+                  "poll_interval": 1, "max_error_rate_increase": 0.01, "max_p99_ratio": 1.5, "min_requests": 20,
+                  "request_timeout": 5}
+        try:
+            caught = sglang_canary.run(dict(params, canary=bad, others=[good]), check_mode=False)
+            passed = sglang_canary.run(dict(params, canary=good, others=[bad], max_p99_ratio=3.0), check_mode=False)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=30)
+        assert caught.get("failed") and re.search(r"error rate \d+\.\d % \(\d+ of \d+ requests\)", caught["msg"]), caught
+        assert caught["figures"]["canary"]["failures"] >= 1 and caught["figures"]["others"]["failures"] == 0
+        assert caught["soaked_s"] < 8, "a failing canary is stopped at the first poll that shows it"
+        assert passed["passed"] and passed["judged"] and passed["soaked_s"] >= 8, passed
+        assert passed["figures"]["canary"]["p99_s"] is not None
+        assert set(codes) == {200}, "the router retried every 500: clients saw none"
+    finally:
+        _stop(procs)

@@ -5,6 +5,8 @@ the cases the real ones cannot be made to show on demand: a router that never li
 that never forgets a removed worker, a server that never drains.
 """
 
+import json
+
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_drain
@@ -93,6 +95,59 @@ def test_check_mode_changes_nothing():
     assert sglang_router_workers.run(_params("absent"), True, router=router)["changed"]
     assert router.calls == []
     assert not sglang_router_workers.run(_params("present"), True, router=router)["changed"]
+
+
+def _members(path, workers, router_url="http://127.0.0.1:30000"):
+    path.write_text(json.dumps({"router_url": router_url, "workers": workers}))
+    return str(path)
+
+
+def test_the_members_file_follows_a_join_and_a_leave_and_gives_the_router_url(tmp_path):
+    """members_file: a worker joins the file only once the router lists it healthy, leaves it before its DELETE (a
+    router restarted in between registers members only), and a run without router_url finds the router there."""
+    clock = Clock()
+    path = _members(tmp_path / "workers.json", ["http://n0:30000"])
+    router = FakeRouter([{"id": "a", "url": "http://n0:30000", "is_healthy": True}], healthy_after=3)
+    seen = []
+    original = router.workers
+
+    def workers():
+        listed = original()
+        healthy = any(w["url"] == "http://n1:30000" and w["is_healthy"] for w in listed)
+        seen.append(("http://n1:30000" in json.loads(open(path).read())["workers"], healthy))
+        return listed
+
+    router.workers = workers
+    params = dict(_params("present"), router_url=None, members_file=path)
+    joined = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert joined["changed"] and joined["members"] == ["http://n0:30000", "http://n1:30000"]
+    assert (True, False) not in seen and (True, True) in seen, "joined the file before it was listed healthy"
+    assert json.loads(open(path).read()) == {"router_url": "http://127.0.0.1:30000",
+                                             "workers": ["http://n0:30000", "http://n1:30000"]}
+    again = sglang_router_workers.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert not again["changed"]
+
+    seen.clear()
+    router.remove = lambda worker_id: seen.append(("DELETE", json.loads(open(path).read())["workers"])) or \
+        router.list.clear()
+    left = sglang_router_workers.run(dict(params, state="absent"), False, router=router, clock=clock, sleep=clock.sleep)
+    assert left["changed"] and left["members"] == ["http://n0:30000"]
+    assert ("DELETE", ["http://n0:30000"]) in seen, "the file still named the worker when the router dropped it"
+
+
+def test_the_members_file_alone_is_a_change_and_check_mode_writes_nothing(tmp_path):
+    """A member the router already lists healthy but the file lacks (or the reverse) is a change; check mode reports
+    it and leaves the file; a missing file is an error naming it (the router was never deployed)."""
+    path = _members(tmp_path / "workers.json", [])
+    router = FakeRouter([{"id": "a", "url": "http://n1:30000", "is_healthy": True}])
+    params = dict(_params("present"), members_file=path)
+    checked = sglang_router_workers.run(params, True, router=router)
+    assert checked["changed"] and checked["members"] == ["http://n1:30000"]
+    assert json.loads(open(path).read())["workers"] == [] and router.calls == []
+    assert sglang_router_workers.run(params, False, router=router)["changed"]
+    assert not sglang_router_workers.run(params, False, router=router)["changed"]
+    with pytest.raises(EndpointError, match="missing.json does not exist: the router role writes it"):
+        sglang_router_workers.run(dict(params, members_file=str(tmp_path / "missing.json")), False, router=router)
 
 
 class FakeServer:
@@ -316,3 +371,96 @@ def test_the_drain_asks_health_once_so_a_busy_spells_unhealthy_does_not_force_ex
                          {"id": "o", "url": "http://n0:30000", "is_healthy": True}])
     result = sglang_router_workers.run(params, True, router=router, worker=FakeServer([0]), health=Health(200))
     assert asked == [] and result["drain"]["health_after"] is None
+
+
+def test_members_adds_first_then_removes_and_writes_the_file_once(tmp_path):
+    """sglang_router_members: the file is written before anything changes live; the missing worker is listed healthy
+    before the extra one is deregistered (never fewer healthy workers than needed, sgl-project/sglang#38524); a
+    second run changes nothing; check mode reports and touches neither the file nor the router."""
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_members
+
+    clock = Clock()
+    path = tmp_path / "workers.json"
+    router = FakeRouter([{"id": "old", "url": "http://n0:30000", "is_healthy": True}], healthy_after=3)
+    order = []
+    add, remove = router.add, router.remove
+    router.add = lambda url: order.append(("POST", url, path.exists())) or add(url)
+    router.remove = lambda worker_id: order.append(("DELETE", worker_id, [w["is_healthy"] for w in router.list
+                                                                          if w["url"] == "http://n1:30000"])) \
+        or remove(worker_id)
+    params = {"router_url": "http://127.0.0.1:30000/", "members_file": str(path), "workers": ["http://n1:30000/"],
+              "timeout": 30, "drain_timeout": 0, "poll_interval": 0.5, "request_timeout": 5}
+    checked = sglang_router_members.run(params, True, router=router)
+    assert checked["changed"] and checked["added"] == ["http://n1:30000"] and checked["removed"] == ["http://n0:30000"]
+    assert not path.exists() and order == []
+    done = sglang_router_members.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert order == [("POST", "http://n1:30000", True), ("DELETE", "old", [True])]
+    assert done["added"] == ["http://n1:30000"] and done["removed"] == ["http://n0:30000"] and done["file_changed"]
+    assert json.loads(path.read_text()) == {"router_url": "http://127.0.0.1:30000", "workers": ["http://n1:30000"]}
+    assert done["workers"] == [{"url": "http://n1:30000", "is_healthy": True}]
+    again = sglang_router_members.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert not again["changed"] and again["added"] == [] and again["removed"] == []
+
+
+def test_members_removes_nothing_when_a_new_member_never_turns_healthy(tmp_path):
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_members
+
+    clock = Clock()
+    router = FakeRouter([{"id": "old", "url": "http://n0:30000", "is_healthy": True}], healthy_after=10 ** 6)
+    params = {"router_url": "http://127.0.0.1:30000", "members_file": str(tmp_path / "w.json"),
+              "workers": ["http://n1:30000"], "timeout": 10, "drain_timeout": 0, "poll_interval": 0.5,
+              "request_timeout": 5}
+    with pytest.raises(RouterError, match=r"every member healthy 10 s after adding them: http://n1:30000 unhealthy; "
+                                          r"nothing was removed"):
+        sglang_router_members.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert [c[0] for c in router.calls] == ["POST"]
+
+
+def _register_workers():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_router" / "files" / "register_workers.py"
+    spec = importlib.util.spec_from_file_location("register_workers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cold_start_registration_waits_for_liveness_and_posts_every_member(tmp_path, capsys):
+    """files/register_workers.py (the router unit's ExecStartPost): no file yet is a first start (exit 0, nothing
+    posted); then every member is posted once /liveness answers; a router that never answers, a refused POST or an
+    unreadable file exit 1 naming it."""
+    script = _register_workers()
+    clock = Clock()
+    calls = []
+    state = {"live_after": 3}
+
+    def request(method, url, body=None, timeout=5.0):
+        calls.append((method, url, body))
+        if url.endswith("/liveness"):
+            state["live_after"] -= 1
+            if state["live_after"] > 0:
+                raise OSError("connection refused")
+            return 200, "ok"
+        return (202 if body["url"] != "http://bad:30000" else 400), "{}"
+
+    path = tmp_path / "workers.json"
+    assert script.main(["--members-file", str(path)], request=request, clock=clock, sleep=clock.sleep) == 0
+    assert calls == [] and "no membership file" in capsys.readouterr().out
+    path.write_text(json.dumps({"router_url": "http://127.0.0.1:30000/", "workers": ["http://n0:30000",
+                                                                                    "http://n1:30000"]}))
+    assert script.main(["--members-file", str(path)], request=request, clock=clock, sleep=clock.sleep) == 0
+    assert [c for c in calls if c[0] == "POST"] == [("POST", "http://127.0.0.1:30000/workers", {"url": u})
+                                                    for u in ("http://n0:30000", "http://n1:30000")]
+    assert [c[0] for c in calls[:3]] == ["GET"] * 3 and "registered 2 of 2 member(s)" in capsys.readouterr().out
+    path.write_text(json.dumps({"router_url": "http://127.0.0.1:30000", "workers": ["http://bad:30000"]}))
+    assert script.main(["--members-file", str(path)], request=request, clock=clock, sleep=clock.sleep) == 1
+    assert "POST http://127.0.0.1:30000/workers" in capsys.readouterr().err
+    state["live_after"] = 10 ** 6
+    assert script.main(["--members-file", str(path), "--timeout", "5"], request=request, clock=clock,
+                       sleep=clock.sleep) == 1
+    assert "did not answer GET /liveness within 5 s" in capsys.readouterr().err
+    path.write_text("{not json")
+    assert script.main(["--members-file", str(path)], request=request, clock=clock, sleep=clock.sleep) == 1
+    assert "cannot read the router's membership file" in capsys.readouterr().err
