@@ -126,12 +126,12 @@ if [ -n "$rolling" ]; then
   # release recorded, passed against the record, then a 30 % slower release rolled back naming the drop); then the API
   # key rotated by three re-runs of deploy.yml (no restart, nginx reloads); 0 failed requests.
   # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  step "rolling redeploy under load (fleet: refusals, a crash, rollback, garbage answers, the gate, key rotation)"
+  step "rolling redeploy under load (fleet: refusals, a crash, rollback, garbage answers, the gate, the canary soak, key rotation, a node removed and joined)"
   # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
   # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
   # build or a staging inside the window (minutes), still fails it.
   python benchmarks/rolling_redeploy.py --case auth --case router-down --case refusals --case crash --case rollback \
-    --case degenerate --case gate --case rotate --check --max-rest-s 20
+    --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20
   # The fleet's two-node group (gpu-1 + gpu-2): only rank 0 a router worker, the group stopped from rank 0, rank 0
   # alone stalled in init_parallel naming gpu-2, a rank of gpu-2 killed reported crashed by name (left broken: last).
   step "multi-node group (fleet: who serves, the stop, a missing node, a dead rank)"

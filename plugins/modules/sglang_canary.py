@@ -15,7 +15,8 @@ description:
     against the same figures of the other workers over the same window.
   - Fails as soon as the canary's error rate is beyond the others' by more than I(max_error_rate_increase) (with at
     least I(min_requests) of its requests seen), when it leaves the router's healthy list, or when a worker restarts;
-    at the end, when its p99 is beyond I(max_p99_ratio) times theirs. The message names the figures.
+    at the end, when its p99 is beyond I(max_p99_ratio) times theirs (each side with I(min_latency_requests)). The
+    message names the figures.
   - Run it where the router's API and metrics answer and the workers are reached as the router reaches them (the
     router host, C(delegate_to)). Changes nothing; in check mode it reads once and does not wait.
 options:
@@ -53,10 +54,15 @@ options:
     type: float
     default: 1.5
   min_requests:
-    description: Requests a side must have served before a figure of it is judged. A canary that served fewer over
-      the whole soak passes unjudged (RV(judged) false), saying so.
+    description: Requests the canary must have served before its error rate is judged (the other workers' rate counts
+      from as many). A canary that served fewer over the whole soak passes unjudged (RV(judged) false), saying so.
     type: int
     default: 20
+  min_latency_requests:
+    description: Requests each side must have served before the p99 latencies are compared (the p99 of fewer than
+      100 requests is their slowest one); fewer - the p99s are reported, not judged.
+    type: int
+    default: 100
   request_timeout:
     description: Seconds per HTTP request.
     type: int
@@ -134,7 +140,8 @@ def run(params, check_mode, router=None, metrics=None, worker=None, clock=time.m
     canary = normalise_url(params["canary"])
     others = [normalise_url(u) for u in params["others"] if normalise_url(u) != canary]
     clients = {url: worker(url) for url in [canary] + others}
-    limits = {k: params[k] for k in ("max_error_rate_increase", "max_p99_ratio", "min_requests")}
+    limits = {k: params[k] for k in ("max_error_rate_increase", "max_p99_ratio", "min_requests",
+                                     "min_latency_requests")}
 
     def reading():
         return {"outcomes": router_outcomes(_text(metrics, metrics_path)),
@@ -179,6 +186,7 @@ def main():
             max_error_rate_increase=dict(type="float", default=0.01),
             max_p99_ratio=dict(type="float", default=1.5),
             min_requests=dict(type="int", default=20),
+            min_latency_requests=dict(type="int", default=100),
             request_timeout=dict(type="int", default=10),
         ),
         supports_check_mode=True,

@@ -513,7 +513,7 @@ def test_the_canary_soak_catches_a_worker_that_fails_one_request_in_twenty(tmp_p
             thread.start()
         params = {"router_url": router, "router_metrics_url": f"http://127.0.0.1:{mport}/metrics", "soak_s": 8,
                   "poll_interval": 1, "max_error_rate_increase": 0.01, "max_p99_ratio": 1.5, "min_requests": 20,
-                  "request_timeout": 5}
+                  "min_latency_requests": 20, "request_timeout": 5}
         try:
             caught = sglang_canary.run(dict(params, canary=bad, others=[good]), check_mode=False)
             passed = sglang_canary.run(dict(params, canary=good, others=[bad], max_p99_ratio=3.0), check_mode=False)

@@ -68,7 +68,7 @@ def test_figures_are_the_increase_since_the_start_and_a_restart_is_named():
 
 
 def test_problems_name_the_figures_and_wait_for_enough_requests():
-    limits = {"max_error_rate_increase": 0.01, "max_p99_ratio": 1.5, "min_requests": 20}
+    limits = {"max_error_rate_increase": 0.01, "max_p99_ratio": 1.5, "min_requests": 20, "min_latency_requests": 50}
     bad = {"canary": {"requests": 60, "failures": 3, "error_rate": 0.05, "p99_s": 2.0},
            "others": {"requests": 80, "failures": 0, "error_rate": 0.0, "p99_s": 1.0}, "restarted": []}
     said = problems(bad, limits)
@@ -78,6 +78,9 @@ def test_problems_name_the_figures_and_wait_for_enough_requests():
     assert len(problems(bad, limits, final=False)) == 1, "the p99 is judged at the end only"
     few = dict(bad, canary=dict(bad["canary"], requests=19))
     assert problems(few, limits) == []
+    tail = dict(bad, canary=dict(bad["canary"], failures=0, error_rate=0.0))
+    assert len(problems(tail, limits)) == 1 and problems(tail, dict(limits, min_latency_requests=100)) == [], \
+        "a p99 of fewer requests than min_latency_requests is not judged"
     same = dict(bad, canary={"requests": 60, "failures": 1, "error_rate": 0.0167, "p99_s": 1.4},
                 others={"requests": 80, "failures": 1, "error_rate": 0.0125, "p99_s": 1.0})
     assert problems(same, limits) == []
@@ -102,7 +105,7 @@ class Listed:
 def _params(**kw):
     return dict({"router_url": "http://127.0.0.1:30000", "router_metrics_url": "http://127.0.0.1:29000/metrics",
                  "canary": A, "others": [B], "soak_s": 30, "poll_interval": 5, "max_error_rate_increase": 0.01,
-                 "max_p99_ratio": 1.5, "min_requests": 20, "request_timeout": 5}, **kw)
+                 "max_p99_ratio": 1.5, "min_requests": 20, "min_latency_requests": 100, "request_timeout": 5}, **kw)
 
 
 def test_a_canary_that_fails_one_in_twenty_is_stopped_at_the_first_poll_that_shows_it():

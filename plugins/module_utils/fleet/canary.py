@@ -105,9 +105,10 @@ def figures(start, now, canary, others):
 
 def problems(found, limits, final=True):
     """What the figures break, each with the numbers; ``limits``: ``max_error_rate_increase`` (the canary's error rate
-    above the others', absolute), ``max_p99_ratio`` (its p99 over theirs), ``min_requests`` (fewer on either side:
-    nothing judged on that figure yet). The error rate is judged at every poll (a failing release leaves rotation at
-    once); the p99 only at the end (``final``): a tail is noise until enough requests finished."""
+    above the others', absolute), ``max_p99_ratio`` (its p99 over theirs), ``min_requests`` (the canary's requests
+    before its error rate is judged; the others' rate counts from as many), ``min_latency_requests`` (each side's
+    requests before the p99s are compared: the p99 of fewer than 100 requests is their slowest one). The error rate
+    is judged at every poll (a failing release leaves rotation at once); the p99 only at the end (``final``)."""
     out = []
     canary, others = found["canary"], found["others"]
     if found["restarted"]:
@@ -119,8 +120,9 @@ def problems(found, limits, final=True):
                        "limit is %.1f points above theirs" % (
                            100 * canary["error_rate"], canary["failures"], canary["requests"], 100 * base,
                            others["failures"], others["requests"], 100 * limits["max_error_rate_increase"]))
-    if final and canary["p99_s"] is not None and others["p99_s"] and canary["requests"] >= limits["min_requests"] \
-            and others["requests"] >= limits["min_requests"]:
+    latency_floor = limits.get("min_latency_requests", 100)
+    if final and canary["p99_s"] is not None and others["p99_s"] and canary["requests"] >= latency_floor \
+            and others["requests"] >= latency_floor:
         if canary["p99_s"] > others["p99_s"] * limits["max_p99_ratio"]:
             out.append("p99 latency %.2f s against %.2f s on the other workers (%.2fx; the limit is %.2fx)" % (
                 canary["p99_s"], others["p99_s"], canary["p99_s"] / others["p99_s"], limits["max_p99_ratio"]))
