@@ -3,13 +3,14 @@
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
     python benchmarks/rolling_redeploy.py [--clients 4]
-        [--case auth|router-down|refusals|release|crash|rollback|degenerate|gate|rotate ...]
+        [--case auth|router-down|refusals|release|crash|rollback|degenerate|gate|canary|rotate|elastic ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
 Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, degenerate,
-gate, rotate whatever the order given; default: all of them; "both" = release + crash). The rollout's performance
-gate runs in the gate case alone: the others measure a window out of rotation as drain + restart-to-ready + the rest,
-and the gate's sweep would add to it (-e rolling_redeploy_benchmark_gate=false there):
+gate, canary, rotate, elastic whatever the order given; default: all of them; "both" = release + crash). The
+rollout's performance gate runs in the gate case alone: the others measure a window out of rotation as drain +
+restart-to-ready + the rest, and the gate's sweep would add to it (-e rolling_redeploy_benchmark_gate=false there);
+the canary soak runs in the gate and canary cases alone (-e generation_canary_soak_s=0 elsewhere):
 
 auth     the router's and node 1's public ports: 401 without the key or with a wrong one, 200 with it; /health from
          the controller (no probe source) 401; the key nowhere on the router host but the gateway's keys file. Then
@@ -33,13 +34,21 @@ degenerate  node 1 onto a release that loads, answers /health 200 and then write
          (0003-degenerate-moe-output.patch; sgl-project/sglang#23264): its smoke fails on the repetition, so it is
          rolled back to the release it had and back in rotation; the play fails naming the node, "unhealthy answers"
          and the repetition; node 2 is not switched; 0 failed requests.
-gate     the performance gate on node 1 (node 2 has nothing to switch in each): a forced rollout of its own release
-         records the gate's figures (no load); the same again under load passes against them; then a release 30 %
-         slower (0001 + 0004-slower-release.patch) under load: the gate fails naming the drop of output tokens/s,
-         node 1 is rolled back to its release and back in rotation, the play fails, node 2 untouched, 0 failed requests.
+gate     the performance gate on node 1 (node 2 has nothing to switch in each): playbooks/benchmark.yml records the
+         gate's figures of its live generation (idle fleet); a forced rollout of its own release under load passes
+         against them, then passes the canary soak, judged; then a release 30 % slower (0001 +
+         0004-slower-release.patch) under load: the gate fails naming the drop of output tokens/s, node 1 is rolled
+         back to its release and back in rotation, the play fails, node 2 untouched, 0 failed requests.
+canary   node 1 onto a release that answers one chat in twenty with 500 once ready (0001 +
+         0005-errors-after-ready.patch): smoke passes, it rejoins, the canary soak sees its error rate in the router's
+         per-worker outcomes and it is rolled back (drained first); the play fails naming the figures; node 2 is not
+         switched; no request lost to the switch or the rollback (the router retries each 500: clients see none).
 rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): a new key first while clients send
          the old one, then the old one dropped while they send the new one, then the inventory's keys back; 0 failed
          requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
+elastic  node 1 leaves (playbooks/remove_node.yml) and joins again (deploy.yml --limit node 1) under load: 0 failed
+         requests, the router's PID unchanged, its worker list as expected after each step, node 2's group not
+         restarted, no 0.2 s poll without a healthy worker; then (load off) the router restarted lists both again.
 
 The load generator runs here, against the router container's address on the podman network: short chat completions
 (every 4th streamed), long streaming thinking requests (every 8th: up to 1024 reasoning tokens at the fleet's
@@ -906,8 +915,8 @@ def gate_case(args, workdir):
 
 def soak_message(out):
     """The canary soak's verdict line from a play's output, on one line."""
-    found = re.findall(r"(canary soak (?:passed|failed) after[^\"']*)", out)
-    return " ".join(found[-1].split()) if found else ""
+    found = re.findall(r"(canary soak (?:passed|failed) after.*?)(?:\n\n|\nTASK|\Z)", out, re.S)
+    return " ".join(found[-1].replace("''", "'").rstrip("'").split()) if found else ""
 
 
 def canary_case(args, workdir):
@@ -952,7 +961,8 @@ def router_workers():
 
 def elastic_case(args, workdir):
     """Issue 42: the fleet shrinks and grows under the load without touching its entry point. Node 1 leaves with
-    playbooks/remove_node.yml (capacity guard, deregister, drain, stop) and joins again with deploy.yml --limit node 1
+    playbooks/remove_node.yml (capacity guard, deregister, drain, stop); removing node 2's group then is refused (the
+    last healthy worker); node 1 joins again with deploy.yml --limit node 1
     (the router play not named: the node registers itself through the router's worker API once ready and smoked).
     Expected: 0 failed requests, the router's PID unchanged throughout, the worker list as expected after each step,
     node 2's group untouched, no 0.2 s poll with no healthy worker. Then, without load, a router restart re-learns
@@ -964,17 +974,22 @@ def elastic_case(args, workdir):
     load, rotation = Load(url, args.clients, args.max_s), Rotation(url)
     rotation.start()
     load.start()
-    time.sleep(args.rest_s)
-    steps = []
+    time.sleep(min(args.rest_s, 5))  # the load running before the first step; no latency at rest is reported here
     for name, playbook_args, expected in (
             ("remove", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[0]], [urls[NODES[1]]]),
+            # node 2's group is now the last healthy worker: the capacity guard refuses, nothing changes
+            ("last", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[1]], [urls[NODES[1]]]),
             ("join", ["playbooks/deploy.yml", "--limit", NODES[0]], sorted(urls.values()))):
         rc, wall, out = ansible(playbook_args, os.path.join(workdir, "elastic-%s.log" % name))
         listed, now_pid = router_workers(), router_pid()
-        steps.append({"step": name, "rc": rc, "s": round(wall, 1), "workers": listed, "router_pid": now_pid})
         print("== elastic %s: playbook rc=%s in %.0f s; the router lists %s; its PID %s (before: %s)"
               % (name, rc, wall, listed, now_pid, pid))
-        if rc != 0:
+        if name == "last":
+            said = next((line.strip() for line in out.splitlines() if "the capacity guard needs 1" in line), "")
+            print("   refused: %s" % (said[:300] or "(no refusal)"))
+            if rc == 0 or not said:
+                problems.append("elastic last: removing the last healthy worker was not refused by the capacity guard")
+        elif rc != 0:
             problems.append("elastic %s: the playbook failed (rc %s), see %s" % (
                 name, rc, os.path.join(workdir, "elastic-%s.log" % name)))
         if listed != expected:

@@ -58,7 +58,38 @@ fleet() {
     return 1
   fi
 }
-lane() { local job; for job in "$@"; do if [ "$job" = fleet ]; then fleet || return 1; else scenario "$job" || return 1; fi; done; }
+# The fleet's checks under load, on the fleet just deployed: they run in their lane right after the fleet's deploy,
+# beside the other lane's last scenario (the lanes are balanced so that the overlap is short). Called in an && list,
+# where set -e does not reach: each check returns its own failure.
+fleet_checks() {
+  # The public entries without and with the key (401 / 200, the key nowhere on the router host but its keys file);
+  # the rollout refused with the router down, a bad option, an unhealthy node and a held lock (no node leaves
+  # rotation); then the rollout whose node 2 gets a release that crashes while loading (node 1 switches under load,
+  # node 2 is rolled back) and rollback.yml on node 1; node 1 onto a release that answers garbage with /health 200
+  # (its smoke fails on the repetition: rolled back, the rollout stops); the performance gate on node 1 (its own
+  # release recorded, passed against the record and through the canary soak, then a 30 % slower release rolled back
+  # naming the drop); node 1 onto a release that fails one chat in twenty once ready (the canary soak rolls it back);
+  # the API key rotated by three re-runs of deploy.yml (no restart, nginx reloads); node 1 removed with
+  # remove_node.yml and joined again with deploy.yml --limit (the router's PID unchanged); 0 failed requests.
+  # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
+  step "rolling redeploy under load (fleet: refusals, a crash, rollback, garbage answers, the gate, the canary soak, key rotation, a node removed and joined)"
+  # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
+  # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
+  # build or a staging inside the window (minutes), still fails it.
+  python benchmarks/rolling_redeploy.py --case auth --case router-down --case refusals --case crash --case rollback \
+    --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20 || return 1
+  # The fleet's two-node group (gpu-1 + gpu-2): only rank 0 a router worker, the group stopped from rank 0, rank 0
+  # alone stalled in init_parallel naming gpu-2, a rank of gpu-2 killed reported crashed by name (left broken: last).
+  step "multi-node group (fleet: who serves, the stop, a missing node, a dead rank)"
+  python benchmarks/multinode_group.py --check || return 1
+  scripts/sandbox-fleet.sh --destroy >/dev/null
+}
+lane() {
+  local job
+  for job in "$@"; do
+    if [ "$job" = fleet ]; then fleet && fleet_checks || return 1; else scenario "$job" || return 1; fi
+  done
+}
 
 rolling=""
 if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then rolling=fleet; fi
@@ -75,11 +106,12 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
   else
     # Two lanes at once: each scenario has its own container and network, and the faults and monitoring scenarios
     # mostly wait on their time-scaled windows, so on 2 cores the pair takes about as long as the longer lane. Balanced
-    # by the times of 2026-12-05 (in lanes; the real SGLang closure in every scenario but releases): faults 14-16,
-    # monitoring 12, preflight 2 beside default 12 (its side effect compiles FlashInfer's real module), releases 6,
-    # staging 6, the fleet's deploy 5 minutes.
-    lane_a="faults monitoring preflight"
-    lane_b="default releases staging $rolling"
+    # by the times of 2026-12-06 (in lanes; the real SGLang closure in every scenario but releases): faults 14,
+    # monitoring 11 beside default 8.5 (its side effect compiles FlashInfer's real module), releases 4, staging 5.5,
+    # preflight 2 and the fleet's deploy 4 minutes, then the fleet's checks (half an hour), whose start overlaps the
+    # end of monitoring.
+    lane_a="faults monitoring"
+    lane_b="default releases staging preflight $rolling"
     step "molecule in two lanes: [$lane_a] beside [$lane_b]"
     # shellcheck disable=SC2086
     lane $lane_a & pid_a=$!
@@ -116,26 +148,5 @@ PY
     echo "FAIL: Ansible warned about the product's own tasks (above; .cache/molecule-*.log)" >&2
     exit 1
   fi
-fi
-if [ -n "$rolling" ]; then
-  # The public entries without and with the key (401 / 200, the key nowhere on the router host but its keys file);
-  # the rollout refused with the router down, a bad option, an unhealthy node and a held lock (no node leaves
-  # rotation); then the rollout whose node 2 gets a release that crashes while loading (node 1 switches under load,
-  # node 2 is rolled back) and rollback.yml on node 1; node 1 onto a release that answers garbage with /health 200
-  # (its smoke fails on the repetition: rolled back, the rollout stops); the performance gate on node 1 (its own
-  # release recorded, passed against the record, then a 30 % slower release rolled back naming the drop); then the API
-  # key rotated by three re-runs of deploy.yml (no restart, nginx reloads); 0 failed requests.
-  # (benchmarks/rolling_redeploy.py without --case also runs the all-nodes rollout; see README.)
-  step "rolling redeploy under load (fleet: refusals, a crash, rollback, garbage answers, the gate, the canary soak, key rotation, a node removed and joined)"
-  # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
-  # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
-  # build or a staging inside the window (minutes), still fails it.
-  python benchmarks/rolling_redeploy.py --case auth --case router-down --case refusals --case crash --case rollback \
-    --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20
-  # The fleet's two-node group (gpu-1 + gpu-2): only rank 0 a router worker, the group stopped from rank 0, rank 0
-  # alone stalled in init_parallel naming gpu-2, a rank of gpu-2 killed reported crashed by name (left broken: last).
-  step "multi-node group (fleet: who serves, the stop, a missing node, a dead rank)"
-  python benchmarks/multinode_group.py --check
-  scripts/sandbox-fleet.sh --destroy >/dev/null
 fi
 step "all tests passed"

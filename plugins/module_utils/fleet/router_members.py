@@ -42,7 +42,7 @@ def with_worker(members, url, present):
     want = normalise_url(url)
     workers = [u for u in members["workers"] if normalise_url(u) != want]
     if present:
-        workers = [u for u in members["workers"]] if len(workers) < len(members["workers"]) else workers + [want]
+        workers = list(members["workers"]) if len(workers) < len(members["workers"]) else workers + [want]
     return dict(members, workers=workers)
 
 

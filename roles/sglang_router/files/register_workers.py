@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: contributors to this project
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The router unit's ExecStartPost: register the fleet's members with a router that has just started.
