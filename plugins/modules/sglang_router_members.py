@@ -93,19 +93,18 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.router_memb
     MembersFileError, read_members, write_members,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import wait_drained
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import (
+    Router, RouterError, worker_health, worker_summary,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, normalise_url,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
 
 
-def _summary(workers):
-    return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
-
-
 def run(params, check_mode, router=None, clock=None, sleep=None, client=None):
-    """Do what the parameters ask; the module result. Raises EndpointError (RouterError) with the evidence.
+    """Do what the parameters ask; the module result. Raises EndpointError (RouterError) with the evidence, and
+    MembersFileError for a membership file that cannot be read.
 
     ``router`` (a sglang_router_api.Router) and ``client`` (url -> JsonClient, for a removed worker's drain) are made
     from the parameters unless given (tests)."""
@@ -117,51 +116,45 @@ def run(params, check_mode, router=None, clock=None, sleep=None, client=None):
         if normalise_url(url) not in wanted:
             wanted.append(normalise_url(url))
     members = {"router_url": params["router_url"].rstrip("/"), "workers": wanted}
-    try:
-        before = read_members(params["members_file"])
-    except MembersFileError as exc:
-        raise EndpointError(str(exc))
+    before = read_members(params["members_file"])
     listed = router.workers()
-    listed_urls = [normalise_url(w.get("url") or "") for w in listed]
-    healthy = {normalise_url(w.get("url") or "") for w in listed if w.get("is_healthy")}
-    missing = [u for u in wanted if u not in healthy]
+    health = worker_health(listed)
+    missing = [u for u in wanted if not health.get(u)]
     extra = [w for w in listed if normalise_url(w.get("url") or "") not in wanted]
     result = {"changed": False, "added": [], "removed": sorted({normalise_url(w["url"]) for w in extra}),
-              "file_changed": before is None or before["workers"] != wanted
-              or before["router_url"] != members["router_url"], "drains": {}, "workers": _summary(listed)}
+              "file_changed": before != members, "drains": {}, "workers": worker_summary(listed)}
     result["changed"] = bool(result["file_changed"] or missing or extra)
     if check_mode:
-        result["added"] = [u for u in missing if u not in listed_urls]
+        result["added"] = [u for u in missing if u not in health]
         return result
 
     if result["file_changed"]:
         write_members(params["members_file"], members)
     for url in missing:
-        if url not in listed_urls:
+        if url not in health:
             router.add(url)
             result["added"].append(url)
     timeout, interval = params["timeout"], params["poll_interval"]
-
-    def all_healthy():
-        now = {normalise_url(w.get("url") or ""): bool(w.get("is_healthy")) for w in router.workers()}
+    def healthy_now():
+        now = worker_health(router.workers())
         return all(now.get(u) for u in missing)
 
-    done, waited = wait_until(all_healthy, timeout, interval, **waits)
+    done, waited = wait_until(healthy_now, timeout, interval, **waits)
     if not done:
-        now = {normalise_url(w.get("url") or ""): w.get("is_healthy") for w in router.workers()}
+        now = worker_health(router.workers())
         raise RouterError("the router does not list every member healthy %.0f s after adding them: %s; nothing was "
-                          "removed" % (waited, ", ".join("%s %s" % (u, "unhealthy" if now.get(u) is False else
-                                                                    "not listed") for u in missing if not now.get(u))))
+                          "removed" % (waited, ", ".join("%s %s" % (u, "unhealthy" if u in now else "not listed")
+                                                         for u in missing if not now.get(u))))
     for entry in extra:
         router.remove(entry["id"])
-    gone, waited = wait_until(lambda: not any(normalise_url(w.get("url") or "") in result["removed"]
-                                              for w in router.workers()), timeout, interval, **waits)
+    gone, waited = wait_until(lambda: not set(worker_health(router.workers())) & set(result["removed"]), timeout,
+                              interval, **waits)
     if not gone:
         raise RouterError("the router still lists %s %.0f s after DELETE /workers" % (result["removed"], waited))
     if (params.get("drain_timeout") or 0) > 0:
         for url in result["removed"]:
             result["drains"][url] = wait_drained(client(url), params["drain_timeout"], **waits)
-    result["workers"] = _summary(router.workers())
+    result["workers"] = worker_summary(router.workers())
     return result
 
 
@@ -180,7 +173,7 @@ def main():
     )
     try:
         result = run(module.params, module.check_mode)
-    except EndpointError as exc:
+    except (EndpointError, MembersFileError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
 

@@ -143,19 +143,17 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client 
     EndpointError, JsonClient, normalise_url,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.polling import wait_until
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router, RouterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import (
+    Router, RouterError, worker_summary,
+)
 from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.router_members import (
     MembersFileError, read_members, with_worker, write_members,
 )
 
 
-def _summary(workers):
-    return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
-
-
 def run(params, check_mode, router=None, clock=None, sleep=None, worker=None, health=None):
     """Do what the parameters ask; returns the module result dict, raises EndpointError with the evidence
-    (RouterError where the router's list is the evidence).
+    (RouterError where the router's list is the evidence; MembersFileError for an unreadable membership file).
 
     ``router`` (a sglang_router_api.Router), ``worker`` (an http_client.JsonClient on the worker, for the drain) and
     ``health`` (one for its /health, with SGLang's bound + 5 s as its timeout) are made from the parameters unless
@@ -185,10 +183,7 @@ class _Members:
 
     def __init__(self, params):
         self.path = params.get("members_file")
-        try:
-            self.current = read_members(self.path) if self.path else None
-        except MembersFileError as exc:
-            raise EndpointError(str(exc))
+        self.current = read_members(self.path) if self.path else None
         if self.path and self.current is None:
             raise EndpointError("%s does not exist: the router role writes it (deploy.yml's router play); deploy the "
                                 "router first" % self.path)
@@ -220,7 +215,7 @@ def _rotation(params, check_mode, router, waits, members):
     if params["state"] == "absent":
         if not entries:
             members.update(url, False, check_mode, result)
-            result["workers"] = _summary(router.workers())
+            result["workers"] = worker_summary(router.workers())
             return result
         need = int(params.get("min_healthy_others") or 0)
         if need:
@@ -235,7 +230,7 @@ def _rotation(params, check_mode, router, waits, members):
         result["changed"] = True
         members.update(url, False, check_mode, result)
         if check_mode:
-            result["workers"] = _summary(router.workers())
+            result["workers"] = worker_summary(router.workers())
             return result
         for entry in entries:
             router.remove(entry["id"])
@@ -244,17 +239,17 @@ def _rotation(params, check_mode, router, waits, members):
         if not gone:
             raise RouterError("%s is still listed by the router %.0f s after DELETE /workers/%s: %s"
                               % (url, waited, entries[0]["id"], router.find(url)))
-        result["workers"] = _summary(router.workers())
+        result["workers"] = worker_summary(router.workers())
         return result
 
     if entries and any(e.get("is_healthy") for e in entries):
         members.update(url, True, check_mode, result)
-        result["workers"] = _summary(router.workers())
+        result["workers"] = worker_summary(router.workers())
         return result
     if check_mode:
         result["changed"] = not entries
         members.update(url, True, check_mode, result)
-        result["workers"] = _summary(router.workers())
+        result["workers"] = worker_summary(router.workers())
         return result
     if not entries:
         router.add(url)
@@ -273,7 +268,7 @@ def _rotation(params, check_mode, router, waits, members):
                           % (url, waited, state, listed))
     result["worker"] = entry
     members.update(url, True, check_mode, result)
-    result["workers"] = _summary(router.workers())
+    result["workers"] = worker_summary(router.workers())
     return result
 
 
@@ -296,7 +291,7 @@ def main():
     )
     try:
         result = run(module.params, module.check_mode)
-    except EndpointError as exc:
+    except (EndpointError, MembersFileError) as exc:
         module.fail_json(msg=str(exc), worker_url=module.params["worker_url"])
     module.exit_json(**result)
 

@@ -14,9 +14,9 @@ together with the router's live list. One JSON object, written atomically::
 
 import json
 import os
-import tempfile
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import normalise_url
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import write_json_atomic
 
 
 class MembersFileError(Exception):
@@ -46,29 +46,8 @@ def with_worker(members, url, present):
     return dict(members, workers=workers)
 
 
-def render(members):
-    """The file's text, as every writer writes it (so an unchanged membership is an unchanged file)."""
-    return json.dumps({"router_url": members["router_url"], "workers": members["workers"]}, indent=2) + "\n"
-
-
 def write_members(path, members):
-    """Write ``members`` to ``path`` atomically (mode 0644: the router's user reads it); True when it changed."""
-    text = render(members)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == text:
-                return False
-    except FileNotFoundError:
-        pass
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".workers-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return True
+    """Write ``members`` to ``path`` atomically (durable_files.write_json_atomic: fsynced, renamed over it), mode 0644
+    so that the router's user reads it. The callers write only what differs from what they read."""
+    write_json_atomic(path, {"router_url": members["router_url"], "workers": members["workers"]})
+    os.chmod(path, 0o644)

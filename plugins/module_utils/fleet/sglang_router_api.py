@@ -43,3 +43,13 @@ class Router(JsonClient):
     def remove(self, worker_id):
         _status, data = self.request("DELETE", "/workers/%s" % worker_id, expect=(200, 202, 204))
         return data
+
+
+def worker_summary(workers):
+    """``[{url, is_healthy}]`` of a ``Router.workers()`` list: what the modules return as RV(workers)."""
+    return [{"url": w.get("url"), "is_healthy": bool(w.get("is_healthy"))} for w in workers]
+
+
+def worker_health(workers):
+    """``{normalised URL: listed healthy}`` of a ``Router.workers()`` list."""
+    return {normalise_url(w.get("url") or ""): bool(w.get("is_healthy")) for w in workers}
