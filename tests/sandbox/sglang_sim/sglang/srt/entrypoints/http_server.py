@@ -190,11 +190,12 @@ class State:
             self.finished_tokens[key] = self.finished_tokens.get(key, 0) + tokens
             started = self.rid_to_state.get(rid)
             if started is not None:
+                latency = time.time() - started
                 e2e = self.e2e_latency.setdefault(key, [[0] * len(E2E_BUCKETS), 0.0, 0])
                 for i, bound in enumerate(E2E_BUCKETS):
-                    if time.time() - started <= bound:
+                    if latency <= bound:
                         e2e[0][i] += 1
-                e2e[1] += time.time() - started
+                e2e[1] += latency
                 e2e[2] += 1
 
     def schedulers_alive(self):
