@@ -84,11 +84,12 @@ def _start_sim(procs, package, env=None, args=()):
     return f"http://127.0.0.1:{port}"
 
 
-def _start_router(procs, workers, options):
-    """The real router in front of ``workers`` with ``options`` (name -> value; True: a bare flag); its URL."""
-    rport = _free_port()
+def _start_router(procs, workers, options, port=None):
+    """The real router in front of ``workers`` (none: no --worker-urls, as roles/sglang_router renders it now) with
+    ``options`` (name -> value; True: a bare flag), on ``port`` (default a free one); its URL."""
+    rport = port or _free_port()
     argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-            "--worker-urls", *workers, "--log-level", "warn"]
+            *(["--worker-urls", *workers] if workers else []), "--log-level", "warn"]
     for key, value in options.items():
         argv += ["--" + key] if value is True else ["--" + key, str(value)]
     procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
@@ -339,15 +340,8 @@ def test_client_errors_stay_the_clients_and_a_killed_worker_still_leaves(tmp_pat
         _stop(procs)
 
 
-def _start_bare_router(procs, options=None):
-    """The real router with no worker on its command line (as roles/sglang_router renders it now); (URL, port)."""
-    rport = _free_port()
-    argv = [str(ROUTER_PY), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(rport),
-            "--log-level", "warn", "--disable-circuit-breaker", "--health-check-interval-secs", "1"]
-    for key, value in (options or {}).items():
-        argv += ["--" + key] if value is True else ["--" + key, str(value)]
-    procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-    return f"http://127.0.0.1:{rport}"
+# The options of the routers started with no worker below: checks every second, no breaker (as the role renders it).
+BARE = {"disable-circuit-breaker": True, "health-check-interval-secs": 1}
 
 
 def _register(members_file):
@@ -390,7 +384,7 @@ def test_a_restarted_router_relearns_every_member_and_only_them(tmp_path):
         workers = [_start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / ("s%d" % i))}) for i in range(3)]
         for w in workers:
             _wait_http(w + "/health", 90)
-        router = _start_bare_router(procs)
+        router = _start_router(procs, [], BARE)
         members = tmp_path / "workers.json"
         first = _register(members)
         assert first.returncode == 0 and "no membership file" in first.stdout
@@ -406,8 +400,7 @@ def test_a_restarted_router_relearns_every_member_and_only_them(tmp_path):
 
         procs[-1].terminate()
         procs[-1].wait(timeout=30)
-        restarted = _start_bare_router(procs, {"port": router.rsplit(":", 1)[1]})
-        restarted = restarted.rsplit(":", 1)[0] + ":" + router.rsplit(":", 1)[1]
+        restarted = _start_router(procs, [], BARE, port=int(router.rsplit(":", 1)[1]))
         registered = _register(members)
         assert registered.returncode == 0, registered.stderr
         assert "registered 2 of 2 member(s)" in registered.stdout
@@ -433,7 +426,7 @@ def test_an_add_and_a_remove_back_to_back_never_leave_the_router_without_a_healt
         a, b = [_start_sim(procs, sim, {"SGLANG_SIM_STATE_DIR": str(tmp_path / ("s%d" % i))}) for i in range(2)]
         for w in (a, b):
             _wait_http(w + "/health", 90)
-        router = _start_bare_router(procs)
+        router = _start_router(procs, [], BARE)
         _wait_http(router + "/liveness", 30)
         members = tmp_path / "workers.json"
         members.write_text(json.dumps({"router_url": router, "workers": [a]}))
@@ -489,8 +482,8 @@ def test_the_canary_soak_catches_a_worker_that_fails_one_request_in_twenty(tmp_p
         for w in (good, bad):
             _wait_http(w + "/health", 90)
         mport = _free_port()
-        router = _start_bare_router(procs, {"policy": "round_robin", "prometheus-host": "127.0.0.1",
-                                            "prometheus-port": mport})
+        router = _start_router(procs, [], dict(BARE, **{"policy": "round_robin", "prometheus-host": "127.0.0.1",
+                                                        "prometheus-port": mport}))
         _wait_http(router + "/liveness", 30)
         for w in (good, bad):
             sglang_router_workers.run(_params(router, w, "present"), check_mode=False)
