@@ -122,6 +122,12 @@ def open_url(url, timeout):
 ROUTER = "sglang-fleet-router"
 
 
+def healthy_workers(url=None):
+    """The worker URLs the router at ``url`` (default: the router container's) lists healthy, a set."""
+    with open_url((url or router_url()) + "/workers", timeout=5) as resp:
+        return {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
+
+
 class Load:
     """``clients`` threads sending requests through the router until ``stop()``; bounded by ``max_s``; each request
     carries ``key`` (default: the deployment's own)."""
@@ -208,8 +214,7 @@ class Rotation:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _healthy(self):
-        with open_url(self.url + "/workers", timeout=5) as resp:
-            return {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
+        return healthy_workers(self.url)
 
     def _run(self):
         while not self.stop_event.is_set():
@@ -727,9 +732,7 @@ def wait_router(predicate, what, timeout=120):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with open_url(router_url() + "/workers", timeout=5) as resp:
-                healthy = {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
-            if predicate(healthy):
+            if predicate(healthy_workers()):
                 return True
         except OSError:
             pass
@@ -953,12 +956,6 @@ def router_pid():
     return podman("exec", ROUTER, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service")
 
 
-def router_workers():
-    """The worker URLs the router lists healthy, sorted."""
-    with open_url(router_url() + "/workers", timeout=5) as resp:
-        return sorted(w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy"))
-
-
 def elastic_case(args, workdir):
     """Issue 42: the fleet shrinks and grows under the load without touching its entry point. Node 1 leaves with
     playbooks/remove_node.yml (capacity guard, deregister, drain, stop); removing node 2's group then is refused (the
@@ -981,7 +978,7 @@ def elastic_case(args, workdir):
             ("last", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[1]], [urls[NODES[1]]]),
             ("join", ["playbooks/deploy.yml", "--limit", NODES[0]], sorted(urls.values()))):
         rc, wall, out = ansible(playbook_args, os.path.join(workdir, "elastic-%s.log" % name))
-        listed, now_pid = router_workers(), router_pid()
+        listed, now_pid = sorted(healthy_workers(url)), router_pid()
         print("== elastic %s: playbook rc=%s in %.0f s; the router lists %s; its PID %s (before: %s)"
               % (name, rc, wall, listed, now_pid, pid))
         if name == "last":
@@ -1013,7 +1010,7 @@ def elastic_case(args, workdir):
     podman("exec", ROUTER, "systemctl", "restart", "sglang-router.service")
     start = time.monotonic()
     relearnt = wait_router(lambda healthy: sorted(healthy) == sorted(urls.values()), "both members", timeout=30)
-    print("   router restarted: lists %s again after %.1f s" % (sorted(urls.values()) if relearnt else router_workers(),
+    print("   router restarted: lists %s again after %.1f s" % (sorted(urls.values()) if relearnt else sorted(healthy_workers(url)),
                                                                 time.monotonic() - start))
     if not relearnt:
         problems.append("elastic: the restarted router does not list both members")
@@ -1152,8 +1149,7 @@ def main(argv=None):
                                           for url, secs in f["out_of_rotation_s"].items()):
             problems.append("crash: %s never left rotation" % NODES[1])
         try:
-            with open_url((args.router_url or router_url()) + "/workers", timeout=5) as resp:
-                healthy = {w["url"] for w in json.load(resp)["workers"] if w.get("is_healthy")}
+            healthy = healthy_workers(args.router_url)
         except OSError as exc:
             healthy = set()
             problems.append("crash: the router does not answer after the rollout (%s)" % exc)
