@@ -135,6 +135,7 @@ def run(params, check_mode, router=None, clock=None, sleep=None, client=None):
             router.add(url)
             result["added"].append(url)
     timeout, interval = params["timeout"], params["poll_interval"]
+
     def healthy_now():
         now = worker_health(router.workers())
         return all(now.get(u) for u in missing)
