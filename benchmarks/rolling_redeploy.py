@@ -88,6 +88,7 @@ ERRORS = os.path.join(PATCHES, "0005-errors-after-ready.patch")
 # The router's workers: node 1 serves alone, node 2 is rank 0 of a two-node group (inventory/sandbox-fleet: kimi_pair)
 NODES = ["sglang-fleet-gpu-0", "sglang-fleet-gpu-1"]
 GROUPS = {"sglang-fleet-gpu-1": ["sglang-fleet-gpu-2"]}
+ALL_NODES = NODES + [f for followers in GROUPS.values() for f in followers]
 
 
 def _yaml(*path):
@@ -111,7 +112,8 @@ HEALTH_BOUND_S = float(_yaml("inventory", "sandbox-fleet", "group_vars", "all", 
 PREFILL_RATE = float(FLEET["sglang_service_environment"]["SGLANG_SIM_PREFILL_TOKENS_PER_S"])
 LONG_PREFILL_CHARS = int(4 * PREFILL_RATE * (HEALTH_BOUND_S + 3))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sandbox"))
-from sandbox_keys import auth_header, sandbox_api_keys, write_vault_vars  # noqa: E402 - the harness's module, above
+import compiler_record  # noqa: E402 - the harness's module, above
+from sandbox_keys import auth_header, sandbox_api_keys, write_vault_vars  # noqa: E402 - likewise
 
 
 def open_url(url, timeout):
@@ -256,70 +258,47 @@ def podman(*args):
     return subprocess.run(["podman", *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-# CUDA's compiler driver and the programs it runs (a FlashInfer JIT module or a kernel build compiles through them).
-COMPILERS = ("nvcc", "cicc", "ptxas", "fatbinary", "nvlink", "cudafe++")
-# Run inside a node: every 0.2 s, each live process whose name is one of argv[2] (comma-separated), with its nice value,
-# appended to argv[1] as [wall time, pid, name, nice], until argv[1] + ".stop" exists or argv[3] seconds have passed.
-# /proc/<pid>/stat: the name in parentheses, then state (field 3) ... nice (field 19).
-SAMPLER = """
-import json, os, sys, time
-names, deadline = set(sys.argv[2].split(",")), time.time() + float(sys.argv[3])
-with open(sys.argv[1], "a") as out:
-    while time.time() < deadline and not os.path.exists(sys.argv[1] + ".stop"):
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                stat = open("/proc/%s/stat" % pid).read()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1:stat.rindex(")")]
-            if name in names:
-                out.write(json.dumps([time.time(), int(pid), name, int(stat[stat.rindex(")") + 2:].split()[16])]) + "\\n")
-        out.flush()
-        time.sleep(0.2)
-"""
-
-
 class Compilers:
-    """The CUDA compiler processes each node ran during a case (a sampler inside each node), to check that none ran on
-    a node in rotation at the server's priority, nor on a node out of rotation (the window holds drain and restart)."""
+    """Every CUDA compiler process each GPU node starts during a case, recorded as it starts (tests/sandbox/
+    compiler_record.py: a wrapper on each compiler of the node's toolkit, with its nice and what started it), to check
+    that none ran on a node in rotation at the server's priority, nor on a node out of rotation (the window holds drain
+    and restart). Before the case each node's record is proven live: the harness's own ``nice -n 7 nvcc --version``
+    must come back from it."""
 
-    PATH = "/run/rolling-redeploy-compilers.jsonl"
+    SELF_TEST_NICE = 7
 
-    def start(self, max_s):
-        for node in NODES:
-            podman("exec", node, "rm", "-f", self.PATH, self.PATH + ".stop")
-            podman("exec", "-d", node, "python3", "-c", SAMPLER, self.PATH, ",".join(COMPILERS), str(max_s))
+    def start(self):
+        self.self_test = {}
+        for node in ALL_NODES:
+            if not podman("exec", node, "sh", "-c", compiler_record.install_script()).split():
+                raise SystemExit("FAIL: %s has no CUDA compiler under /usr/local/cuda*/bin to record" % node)
+            nvcc = podman("exec", node, "sh", "-c", "ls /usr/local/cuda*/bin/nvcc | head -n 1")
+            podman("exec", node, "nice", "-n", str(self.SELF_TEST_NICE), nvcc, "--version")
+            mine = compiler_record.parse(podman("exec", node, "cat", compiler_record.LOG))
+            if [(p["name"], p["nice"], p["rc"]) for p in mine] != [("nvcc", self.SELF_TEST_NICE, 0)]:
+                raise SystemExit("FAIL: %s's compiler record did not record the harness's own nvcc at nice %d: %s"
+                                 % (node, self.SELF_TEST_NICE, mine))
+            self.self_test[node] = mine[0]["pid"]
 
     def stop(self):
-        """{node: [(wall time, pid, name, nice)]}."""
+        """{node: [compiler process, as compiler_record.parse reads them]}, the harness's own run left out; the real
+        binaries are back in place."""
         seen = {}
-        for node in NODES:
-            podman("exec", node, "touch", self.PATH + ".stop")
-        time.sleep(0.5)
-        for node in NODES:
-            text = podman("exec", node, "cat", self.PATH)
-            seen[node] = [tuple(json.loads(line)) for line in text.splitlines() if line.strip()]
+        for node in ALL_NODES:
+            text = podman("exec", node, "cat", compiler_record.LOG)
+            podman("exec", node, "sh", "-c", compiler_record.restore_script())
+            seen[node] = [p for p in compiler_record.parse(text) if p["pid"] != self.self_test.get(node)]
         return seen
 
 
-def compiler_figures(samples, windows):
-    """Per node: the compiler processes seen (by pid: name, nice, first and last seen), and those that ran at the
-    server's priority (nice 0) or while the node was out of rotation."""
-    out = {}
-    for node, rows in samples.items():
-        procs = {}
-        for t, pid, name, nice in rows:
-            p = procs.setdefault(pid, {"name": name, "nice": nice, "first": t, "last": t})
-            p["last"], p["nice"] = t, min(p["nice"], nice)
-        spans = [(w["start"], w["end"]) for w in windows if w["node"] == node]
-        out[node] = {
-            "processes": len(procs), "names": sorted({p["name"] for p in procs.values()}),
-            "nice": sorted({p["nice"] for p in procs.values()}),
-            "at_server_priority": sorted("%s(pid %d)" % (p["name"], pid) for pid, p in procs.items() if p["nice"] <= 0),
-            "out_of_rotation": sorted("%s(pid %d)" % (p["name"], pid) for pid, p in procs.items()
-                                      if any(a <= p["last"] and p["first"] <= b for a, b in spans)),
-        }
-    return out
+def compiler_figures(procs, windows):
+    """Per GPU node: the compiler processes it started, and those at the server's priority (nice 0) or while the node
+    (for a group's follower: its rank 0) was out of rotation."""
+    until = time.time()
+    rank0 = {f: n for n, followers in GROUPS.items() for f in followers}
+    return {node: compiler_record.figures(rows, [(w["start"], w["end"]) for w in windows
+                                                 if w["node"] == rank0.get(node, node)], until)
+            for node, rows in procs.items()}
 
 
 def router_url():
@@ -638,7 +617,7 @@ def run_case(name, vars_by_host, args, workdir, playbook="playbooks/rolling_rede
     before = {n: current_release(n) for n in NODES}
     models_before = {n: current_model(n) for n in NODES}
     load, rotation, compilers = Load(url, args.clients, args.max_s), Rotation(url), Compilers()
-    compilers.start(args.max_s)
+    compilers.start()
     rotation.start()
     load.start()
     time.sleep(args.rest_s)  # latency at rest, before the playbook touches anything
