@@ -11,6 +11,7 @@ README can drift from the argument specs). Defaults come from the role's default
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -37,11 +38,46 @@ def _text(value) -> str:
     return " ".join(value) if isinstance(value, list) else (value or "")
 
 
+def _specs(role: str) -> dict:
+    return yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+
+
+def _row(name: str, opt: dict, defaults: dict, owner: str = "") -> str:
+    desc = _text(opt.get("description"))
+    default = _cell(defaults[name]) if name in defaults else ("required" if opt.get("required") else "")
+    if opt.get("no_log"):
+        desc += " (secret)"
+    owner = f" {owner} |" if owner else ""
+    return f"| `{name}` |{owner} {opt.get('type', 'str')} | {default} | {desc.replace('|', '/')} |"
+
+
+def documented() -> dict:
+    """{variable: (role, its option spec)} over every role's argument specs (the first entry point that has it)."""
+    out = {}
+    for spec_file in sorted(ROOT.glob("roles/*/meta/argument_specs.yml")):
+        role = spec_file.parent.parent.name
+        for spec in _specs(role).values():
+            for name, opt in (spec.get("options") or {}).items():
+                out.setdefault(name, (role, opt))
+    return out
+
+
+def read_variables(role: str) -> set:
+    """The documented variables the role's own files (tasks, handlers, templates, defaults, vars, files) name."""
+    names, known = set(), documented()
+    for path in sorted((ROOT / "roles" / role).rglob("*")):
+        if path.is_file() and path.suffix in (".yml", ".j2", ".py", ".sh", ".json") and "meta" not in path.parts:
+            names |= set(re.findall(r"\b[a-z][a-z0-9_]*\b", path.read_text(errors="replace"))) & known.keys()
+    return names
+
+
 def table(role: str) -> str:
-    """The variable tables of ``role``: one per entry point (main first), with defaults from defaults/main.yml."""
-    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    """The variable tables of ``role``: one per entry point (main first), with defaults from defaults/main.yml, an
+    entry point whose options are another's (one definition, by a YAML anchor) named so; then the variables of other
+    roles' specs that its files read, with the role that documents them."""
+    specs = _specs(role)
     defaults = role_defaults(role)
-    out = [START]
+    out, seen = [START], {}
     for entry in sorted(specs, key=lambda e: (e != "main", e)):
         spec = specs[entry]
         if entry != "main":
@@ -50,13 +86,25 @@ def table(role: str) -> str:
         if not options:
             out += ["", "No variables of its own."]
             continue
+        same = next((other for other, opts in seen.items() if opts == options), None)
+        if same:
+            out += ["", f"The same variables as `{same}` (one definition), checked when this entry point runs."]
+            continue
+        seen[entry] = options
         out += ["", "| variable | type | default | meaning |", "|---|---|---|---|"]
-        for name, opt in options.items():
-            desc = _text(opt.get("description"))
-            default = _cell(defaults[name]) if name in defaults else ("required" if opt.get("required") else "")
-            if opt.get("no_log"):
-                desc += " (secret)"
-            out.append(f"| `{name}` | {opt.get('type', 'str')} | {default} | {desc.replace('|', '/')} |")
+        out += [_row(name, opt, defaults) for name, opt in options.items()]
+    own = {name for spec in specs.values() for name in (spec.get("options") or {})}
+    known = documented()
+    others = sorted(read_variables(role) - own, key=lambda n: (known[n][0], n))
+    if others:
+        out += ["", "Read from other roles' variables (documented, with their defaults, in the role named):", "",
+                "| variable | role | type | default | meaning |", "|---|---|---|---|---|"]
+        by_role = {}
+        for name in others:
+            by_role.setdefault(known[name][0], []).append(name)
+        for owner, names in by_role.items():
+            owner_defaults = role_defaults(owner)
+            out += [_row(name, known[name][1], owner_defaults, owner=owner) for name in names]
     out += ["", END]
     return "\n".join(out)
 

@@ -147,3 +147,31 @@ def test_eagle3_without_a_draft_and_a_tree_on_a_chain_only_path_are_refused_befo
     assert "--speculative-algorithm EAGLE3 without --speculative-draft-model-path" in out, out[-3000:]
     assert "--speculative-use-rejection-sampling needs --speculative-eagle-topk 1" in out
     assert "unreachable=1" not in out and "UNREACHABLE" not in out
+
+
+ENTRY_PLAYBOOKS = sorted(["deploy.yml"] + ["playbooks/%s" % p.name for p in (ROOT / "playbooks").glob("*.yml")
+                                         if "blackwell.sglang.deployment" in p.read_text()
+                                         and "tasks_from: validate" in p.read_text() and p.name != "deploy.yml"])
+
+
+def test_every_entry_playbook_checks_every_option_type_at_once_before_any_host():
+    """The validate entry point's spec is main's (one definition, by a YAML anchor), so the first play of every entry
+    playbook refuses wrong types with the full list, not with a Jinja filter error later."""
+    specs = yaml.safe_load((ROOT / "roles" / "deployment" / "meta" / "argument_specs.yml").read_text())
+    specs = specs["argument_specs"]
+    assert specs["validate"]["options"] == specs["main"]["options"] and len(specs["main"]["options"]) >= 80
+    assert ENTRY_PLAYBOOKS == ["deploy.yml", "playbooks/benchmark.yml", "playbooks/remove_node.yml",
+                               "playbooks/rollback.yml", "playbooks/rolling_redeploy.yml"]
+
+
+@pytest.mark.parametrize("playbook", ENTRY_PLAYBOOKS)
+def test_a_wrong_type_is_listed_with_every_other_by_each_entry_playbook(tmp_path, playbook):
+    rc, out = check(tmp_path, router={}, playbook=str(ROOT / playbook),
+                    extra=["-e", "sglang_service_extra_options=notadict", "-e", "deployment_port=eighty",
+                           "-e", "node=gpu-a"])
+    assert rc != 0
+    text = " ".join(out.split())
+    for name in ("sglang_service_extra_options", "deployment_port"):
+        assert "argument '%s' is of type" % name in text, out[-3000:]
+    assert "Validating arguments against arg spec 'validate'" in text
+    assert "combine" not in text and "unreachable=0" in text
