@@ -115,6 +115,44 @@ def specs_without_tasks():
     return out
 
 
+# The layers, bottom up: the base role (facts, no node tasks); internal roles (marked "Internal:" in their
+# galaxy_info.description: what several stages share, never named by a playbook); the stages in deploy.yml's order; the
+# rollout layer (roles that compose stages: generation, sglang_rotation, release_wheelhouse) and the playbooks.
+# A stage includes only itself, the base and internal roles; an internal role only the base and internal roles.
+BASE = "deployment"
+STAGES = ("preflight", "host_prerequisites", "cuda_toolkit", "flashinfer_build", "sglang_build", "model_stage",
+          "sglang_service", "smoke_health", "sglang_router", "monitoring")
+
+
+def internal_roles():
+    """Roles marked internal: galaxy_info.description starts with "Internal:"."""
+    out = []
+    for meta in sorted(ROOT.glob("roles/*/meta/main.yml")):
+        info = (yaml.safe_load(meta.read_text()) or {}).get("galaxy_info") or {}
+        if str(info.get("description", "")).startswith("Internal:"):
+            out.append(meta.parent.parent.name)
+    return out
+
+
+def layer_violations():
+    """(caller, role:entry, why) for each include that breaks the layering: a stage including another stage or a
+    rollout role (upward or sideways), an internal role including anything above it, a playbook or scenario naming an
+    internal role."""
+    internal, out = set(internal_roles()), []
+    for caller, role, entry in includes():
+        owner = _caller_role(caller)
+        below = role == BASE or role in internal
+        if owner in STAGES and owner != role and not below:
+            out.append((caller, f"{role}:{entry}", "a stage includes %s" % (
+                "a later stage" if role in STAGES and STAGES.index(role) > STAGES.index(owner) else
+                "an earlier stage" if role in STAGES else "a role above the stages")))
+        elif owner in internal and owner != role and not below:
+            out.append((caller, f"{role}:{entry}", "an internal role includes a role above it"))
+        elif owner is None and role in internal and not caller.startswith("molecule/"):
+            out.append((caller, f"{role}:{entry}", "a playbook names an internal role"))
+    return out
+
+
 def option_derivations():
     """(tasks that work out sglang_service_effective_options, times deploy.yml runs the file that holds them)."""
     holders = []
@@ -141,6 +179,7 @@ def main():
         "times deploy.yml runs them per node": runs,
         "tasks_from targets without an argument spec": len(entry_points_without_spec()),
         "argument-spec entry points without a task file": len(specs_without_tasks()),
+        "upward or sideways edges out of stage and internal roles": len(layer_violations()),
     }
     for name, value in counts.items():
         print(f"{name}: {value}")
@@ -150,6 +189,9 @@ def main():
         print(f"  no argument spec: {item}")
     for item in specs_without_tasks():
         print(f"  spec without tasks: {item}")
+    print("internal roles: " + ", ".join(internal_roles()))
+    for caller, target, why in layer_violations():
+        print(f"  layering: {caller} -> {target} ({why})")
     return counts
 
 

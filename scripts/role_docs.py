@@ -76,7 +76,8 @@ def table(role: str) -> str:
     entry point whose options are another's (one definition, by a YAML anchor) named so; then the variables of other
     roles' specs that its files read, with the role that documents them."""
     specs = _specs(role)
-    defaults = role_defaults(role)
+    # a role's own defaults, else the base role's (every role depends on it: the unit's account, say)
+    defaults = {**role_defaults("deployment"), **role_defaults(role)}
     out, seen = [START], {}
     for entry in sorted(specs, key=lambda e: (e != "main", e)):
         spec = specs[entry]

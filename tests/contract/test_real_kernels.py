@@ -1,7 +1,7 @@
 """Contract: the release probe's SASS check meets the real sglang-kernel 0.4.10 wheel and NVIDIA's real cuobjdump.
 
 The wheel (373 MB, sha256 pinned, downloaded once into .sandbox/cache like the CUDA wheels, never committed) is
-unpacked as it lies in a release's site-packages. The probe's own functions (roles/sglang_build/files/release_probe.py)
+unpacked as it lies in a release's site-packages. The probe's own functions (roles/sglang_runtime/files/release_probe.py)
 read its objects with cuobjdump 13.2.51 of the stand-in toolkit (tests/sandbox/cuda_wheels.py):
 
 * the report names the objects holding sm_120 code (both common_ops builds, spatial_ops, infllm_ops: sm_120a cubins),

@@ -48,7 +48,7 @@ import cuda_wheels  # noqa: E402
 import wheelhouse  # noqa: E402
 
 NODE_DIR = "wheelhouse/flashinfer-jit-cache"
-PROBE = REPO_ROOT / "roles" / "sglang_build" / "files" / "release_probe.py"
+PROBE = REPO_ROOT / "roles" / "sglang_runtime" / "files" / "release_probe.py"
 # The real package's tags (FlashInfer's flashinfer-jit-cache/build_backend.py: cp39, abi3, manylinux_2_28).
 WHEEL_TAG = "cp39-abi3-manylinux_2_28_x86_64"
 ZIP_DATE = (2025, 10, 1, 0, 0, 0)

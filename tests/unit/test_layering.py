@@ -92,3 +92,54 @@ def test_preparing_a_release_is_an_entry_point_not_a_flag():
         assert f"{role}_activate" not in (yaml.safe_load((ROOT / "roles" / role / "defaults" / "main.yml").read_text()))
     for path in list((ROOT / "playbooks").glob("*.yml")) + list((ROOT / "molecule").rglob("*.yml")):
         assert "_activate:" not in path.read_text(), path
+
+
+def test_stages_include_only_their_own_tasks_the_base_and_internal_roles():
+    """Issue 58: sglang_build included sglang_service's account and probe (a later stage) and preflight included the
+    plans of two later stages. The account, the probe and its script are the internal sglang_runtime role's, included
+    downward by the build, the service and the rollout; preflight reads the plans the playbook layer works out first
+    (playbooks/tasks/preflight.yml); sglang_service's stage is its own entry point, not main with a flag."""
+    assert layering.layer_violations() == []
+    assert layering.internal_roles() == ["sglang_gateway", "sglang_runtime", "source_build"]
+    assert (ROOT / "roles" / "sglang_runtime" / "files" / "release_probe.py").exists()
+    assert not list((ROOT / "roles" / "sglang_build" / "files").glob("*.py"))
+    edges = {(c, f"{r}:{e}") for c, r, e in layering.includes()}
+    for caller in ("roles/sglang_build/tasks/build.yml", "roles/sglang_service/tasks/render.yml",
+                   "roles/generation/tasks/switch.yml"):
+        assert any(c == caller and t == "sglang_runtime:probe" for c, t in edges), caller
+    assert ("playbooks/tasks/preflight.yml", "model_stage:plan") in edges
+    stage = (ROOT / "roles" / "sglang_service" / "tasks" / "stage.yml").read_text()
+    assert "include_tasks: main.yml" not in stage and "render.yml" in stage
+    assert not (ROOT / "roles" / "sglang_service" / "vars" / "main.yml").exists()
+    for path in (ROOT / "roles" / "sglang_service" / "tasks").glob("*.yml"):
+        assert "sglang_service_activate" not in path.read_text(), path
+
+
+def test_the_layering_rule_names_each_kind_of_break(tmp_path, monkeypatch):
+    """A stage that includes a later stage, an internal role that includes a stage, a playbook that names an internal
+    role: each is reported with why."""
+    roles = tmp_path / "roles"
+    for role in ("deployment", "sglang_build", "sglang_service", "sglang_runtime"):
+        (roles / role / "tasks").mkdir(parents=True)
+        (roles / role / "meta").mkdir()
+        (roles / role / "meta" / "main.yml").write_text(yaml.safe_dump({"galaxy_info": {
+            "description": "Internal: below the stages" if role == "sglang_runtime" else "a role"}}))
+
+    def include(role, entry):
+        return {"name": "x", "ansible.builtin.include_role": {"name": "blackwell.sglang." + role, "tasks_from": entry}}
+
+    (roles / "sglang_build" / "tasks" / "main.yml").write_text(yaml.safe_dump([
+        include("sglang_service", "probe"), include("sglang_runtime", "probe"), include("deployment", "validate")]))
+    (roles / "sglang_runtime" / "tasks" / "probe.yml").write_text(yaml.safe_dump([include("sglang_build", "main")]))
+    (roles / "sglang_service" / "tasks" / "main.yml").write_text(yaml.safe_dump([include("sglang_build", "main")]))
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "x.yml").write_text(yaml.safe_dump([{"hosts": "all", "tasks": [
+        include("sglang_runtime", "account")]}]))
+    monkeypatch.setattr(layering, "ROOT", tmp_path)
+    assert layering.internal_roles() == ["sglang_runtime"]
+    assert sorted(layering.layer_violations()) == [
+        ("playbooks/x.yml", "sglang_runtime:account", "a playbook names an internal role"),
+        ("roles/sglang_build/tasks/main.yml", "sglang_service:probe", "a stage includes a later stage"),
+        ("roles/sglang_runtime/tasks/probe.yml", "sglang_build:main", "an internal role includes a role above it"),
+        ("roles/sglang_service/tasks/main.yml", "sglang_build:main", "a stage includes an earlier stage"),
+    ]

@@ -1,4 +1,4 @@
-"""The release kernel probe (roles/sglang_build/files/release_probe.py) against the stand-in torch.
+"""The release kernel probe (roles/sglang_runtime/files/release_probe.py) against the stand-in torch.
 
 The probe runs as the release venv would run it: a subprocess whose sys.path holds the stand-in torch
 (tests/sandbox/fake_torch.py), a stub flashinfer reporting its compiled archs and a stub sglang; the GPUs
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROBE = ROOT / "roles" / "sglang_build" / "files" / "release_probe.py"
+PROBE = ROOT / "roles" / "sglang_runtime" / "files" / "release_probe.py"
 SANDBOX = ROOT / "tests" / "sandbox"
 sys.path.insert(0, str(SANDBOX))
 import fake_torch  # noqa: E402
