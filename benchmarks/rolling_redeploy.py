@@ -433,6 +433,10 @@ def rotate_case(args, workdir):
     new = {"name": "rotated", "key": secrets.token_urlsafe(36)}
     url = args.router_url or router_url()
     pids = main_pids()
+    # deploy.yml re-run on serving nodes: every compiler run of the product there (the toolkit's nvcc --version, the
+    # service's toolchain check) yields to the server (deployment_work_nice), as in the rolling redeploy's prepare
+    compilers = Compilers()
+    compilers.start()
     phases = [("rotate-1", [new] + old, old[0]["key"], ["deploy.yml"],
                {"router": 200, "node": 200}, {"router": 200, "node": 200}),
               ("rotate-2", [new], new["key"], ["deploy.yml", "--tags", "sglang_service,sglang_router"],
@@ -480,6 +484,15 @@ def rotate_case(args, workdir):
             path = os.path.join(workdir, name + "-keys.vault.yml")
             if os.path.exists(path):
                 os.unlink(path)
+    for node, judged in sorted(compiler_figures(compilers.stop(), []).items()):
+        print("   %s: %d CUDA compiler process(es) at nice %s during the re-runs; at the server's priority: %s"
+              % (node, judged["processes"], judged["nice"] or "-", judged["at_server_priority"] or "none"))
+        if judged["at_server_priority"]:
+            problems.append("rotate: deploy.yml ran the CUDA compiler at the server's priority on the serving node %s: %s"
+                            % (node, judged["at_server_priority"]))
+        if not judged["processes"]:
+            problems.append("rotate: deploy.yml ran no CUDA compiler on %s (its toolkit check runs nvcc --version): "
+                            "the record saw nothing" % node)
     after = main_pids()
     moved = sorted(k for k in pids if pids[k] != after[k])
     print("   restarted during the rotation: %s" % (", ".join(moved) or "nothing"))
