@@ -7,6 +7,9 @@
 DOCUMENTATION = r"""
 module: alertmanager_silence
 short_description: Create or expire an Alertmanager silence (v2 API), waiting for its alerts to settle first
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.request_timeout
 description:
   - A silence is identified by its I(matchers) and I(comment) together. C(state=present) creates one unless a
     silence with the same matchers and comment is active (or pending) and lasts at least I(min_remaining) more
@@ -59,12 +62,6 @@ options:
     description: Seconds between polls while settling.
     type: float
     default: 2.0
-  request_timeout:
-    description: Seconds per HTTP request.
-    type: int
-    default: 10
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

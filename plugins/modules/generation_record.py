@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: generation_record
 short_description: A node's deployment record - which release, model revision and unit files it serves, one generation per switch
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - A generation is what one node serves together - the release C(current) names, the model revision the model link
     names, and copies of the unit, its environment file and its argv - written to C(<dir>/<N>/) with a
@@ -81,8 +83,6 @@ attributes:
         generations beyond O(keep) it deletes.
 notes:
   - Runs on the target under its system Python, standard library only.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

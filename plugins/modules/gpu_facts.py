@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: gpu_facts
 short_description: Read the NVIDIA GPU inventory and the processes using the GPUs
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Runs C(nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,memory.used,driver_version,persistence_mode,pci.bus_id
     --format=csv,noheader,nounits) and C(nvidia-smi --query-compute-apps=pid,gpu_uuid,process_name,used_memory
@@ -50,8 +52,6 @@ attributes:
     description: Read-only (nvidia-smi queries); runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: host_capacity
 short_description: Read host memory, cgroup memory limit, /dev/shm, free disk, CPU cores and a model's size
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Reads C(MemTotal) and C(MemAvailable) from C(/proc/meminfo), the memory limit and usage of this process's
     cgroup (v2 C(memory.max)/C(memory.current), the smallest limit up the hierarchy; v1
@@ -55,8 +57,6 @@ notes:
   - Runs on the target under its system Python, standard library only.
   - The cgroup is the module's own (the SSH session's); a container's or VM's limit shows up as an ancestor's
     limit (v2) or as the namespace root (v1, v2), which is what bounds the service too.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

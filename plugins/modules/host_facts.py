@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: host_facts
 short_description: Read the host facts that break multi-GPU servers (PCIe ACS, IOMMU, NUMA, limits, journald)
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.read_only
 description:
   - Reads, and never changes, what the preflight role checks before a deploy touches the host. C(lspci -D -vvv)
     (ACS capability and control of every bridge; skipped when pciutils is not installed). C(/proc/cmdline) and, per
@@ -42,14 +45,6 @@ options:
     description: Run C(lspci -D -vvv) when pciutils is installed (needs root for the ACS lines).
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-notes:
-  - Runs on the target under its system Python, standard library only.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

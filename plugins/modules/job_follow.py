@@ -12,6 +12,8 @@ DOCUMENTATION = r"""
 ---
 module: job_follow
 short_description: Follow a background (async, poll 0) job to its end, printing each new progress line
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - An action plugin. Each round runs one small shell command on the node, which waits there up to O(interval)
     seconds for the job to end, then prints the job's results file and the last line of O(progress_file); a new line
@@ -44,8 +46,6 @@ attributes:
   check_mode:
     support: full
     description: Follows a job that is already running; starts nothing.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

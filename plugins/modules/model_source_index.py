@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: model_source_index
 short_description: Read the weights' size of a model_stage source (its index) before anything is staged
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.read_only
 description:
   - Reads C(model.safetensors.index.json) of the checkpoint that M(blackwell.sglang.model_stage) would stage, from
     the node (the node is what reaches the source), and returns its C(metadata.total_size) and shard count. Preflight
@@ -81,14 +84,6 @@ options:
     description: Seconds before the first retry; doubled for each further one.
     type: float
     default: 1.0
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same in check mode.
-notes:
-  - Runs on the target under its system Python, standard library only.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: model_stage
 short_description: Stage a safetensors checkpoint into the model store, verify it, activate it atomically
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Brings a model directory into C(<store>/<name>/<revision>.partial/) from a local or mounted directory
     (O(source=path)), a plain HTTP(S) mirror with a sha256 manifest (O(source=http)) or the Hugging Face Hub through a
@@ -172,8 +174,6 @@ notes:
     not named in the index (for a single-file checkpoint, other than C(model.safetensors)); they are listed in
     RV(skipped).
   - O(token) and O(headers) are never logged or put into messages.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

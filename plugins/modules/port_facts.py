@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: port_facts
 short_description: Which processes listen on the TCP ports a deploy needs, and whether they are the deployed units
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Reads C(/proc/net/tcp) and C(/proc/net/tcp6) (listening sockets) and C(/proc/<pid>/fd) (which process holds each),
     as C(ss -ltnp) does, for the ports in O(ports) only.
@@ -35,8 +37,6 @@ attributes:
     description: Read-only (/proc/net and /proc/<pid>/fd); runs the same in check mode.
 notes:
   - Runs on the target under its system Python, standard library only; parsing in C(module_utils/listeners.py).
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

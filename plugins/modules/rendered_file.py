@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: rendered_file
 short_description: Write a file whose content was rendered on the controller, in one round trip
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - ansible.builtin.files
 description:
   - Compares O(content) and the file attributes with O(dest) and, when either differs, writes the content to a
     temporary file beside O(dest), gives it the requested owner, group and mode, runs O(validate) on it, and renames
@@ -38,8 +41,6 @@ options:
         A non-zero exit refuses the write and fails the task with the command's output; O(dest) is left as it was.
       - Run only when the content or attributes change.
     type: str
-extends_documentation_fragment:
-  - ansible.builtin.files
 attributes:
   check_mode:
     support: full
@@ -49,8 +50,6 @@ attributes:
     description: The content before and after, and attribute changes.
 notes:
   - Runs on the target under its system Python, standard library and ansible.module_utils only.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

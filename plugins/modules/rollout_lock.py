@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: rollout_lock
 short_description: One rollout at a time on a fleet - a lock file on the router host, with its owner and age
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - C(state=present) takes the lock by creating O(path) exclusively (C(O_CREAT|O_EXCL)), holding O(owner) and the
     time. When another owner holds it, the task fails naming that owner and how long ago it took the lock, unless the
@@ -47,8 +49,6 @@ attributes:
     support: full
     description: The lock file's content before and after (empty when there is none); in check mode the content it
       would hold.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

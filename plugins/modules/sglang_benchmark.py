@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: sglang_benchmark
 short_description: Measure an SGLang endpoint over a concurrency sweep with the release's own serving benchmark
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.no_diff
 description:
   - Runs C(sglang.benchmark.serving) from the SGLang release on the host (its own Python, O(python)) against
     O(base_url), once per workload and concurrency, and keeps per run the output tokens/s, requests/s, time to
@@ -83,11 +86,6 @@ attributes:
   check_mode:
     support: full
     description: Runs nothing; says how many runs it would make.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

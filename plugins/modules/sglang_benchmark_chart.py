@@ -11,6 +11,9 @@ DOCUMENTATION = r"""
 ---
 module: sglang_benchmark_chart
 short_description: Draw serving benchmark sweeps as a PNG chart (throughput and p99 TTFT against concurrency)
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.no_diff
 description:
   - Draws one or more sweeps of M(blackwell.sglang.sglang_benchmark) (for example two configurations of one node)
     as a PNG with two panels sharing a logarithmic concurrency axis - output tokens/s, and p99 time to first token in
@@ -37,11 +40,6 @@ attributes:
   check_mode:
     support: full
     description: Draws nothing; says whether the file would be written.
-  diff_mode:
-    support: none
-    description: Nothing to show as a diff.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -7,6 +7,9 @@
 DOCUMENTATION = r"""
 module: sglang_canary
 short_description: Soak the first switched SGLang worker under live traffic against the other workers
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.request_timeout
 description:
   - Watches, for I(soak_s) seconds, the worker a rolling redeploy switched first (the canary) while the router sends
     it live traffic - its error rate from the router's per-worker outcomes (sglang-router 0.3.2
@@ -63,12 +66,6 @@ options:
       100 requests is their slowest one); fewer - the p99s are reported, not judged.
     type: int
     default: 100
-  request_timeout:
-    description: Seconds per HTTP request.
-    type: int
-    default: 10
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -7,6 +7,8 @@
 DOCUMENTATION = r"""
 module: sglang_drain
 short_description: Wait until an SGLang server's running and queued requests reach 0
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Polls SGLang's Prometheus endpoint (C(GET /metrics), served only with C(--enable-metrics)) and sums
     C(sglang:num_running_reqs) and C(sglang:num_queue_reqs) over the series it serves. Succeeds once the sum was 0
@@ -50,8 +52,6 @@ options:
     description: Seconds per C(/metrics) request.
     type: int
     default: 10
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

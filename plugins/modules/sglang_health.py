@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: sglang_health
 short_description: Wait for an SGLang systemd service to become ready, or say exactly why it did not
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Every O(interval) seconds reads C(systemctl show) (ActiveState, SubState, Result, MainPID, NRestarts,
     ExecMainStatus, ExecMainCode, InvocationID, ControlGroup), counts scheduler processes under MainPID in C(/proc)
@@ -109,8 +111,6 @@ attributes:
   check_mode:
     support: full
     description: Read-only (journal, systemd and HTTP); runs the same in check mode.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -7,6 +7,10 @@
 DOCUMENTATION = r"""
 module: sglang_router_members
 short_description: Make sglang-router's workers the given list, in its membership file and live, without a restart
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.request_timeout
+  - blackwell.sglang.common.router_poll
 description:
   - sglang-router 0.3.2 forgets every worker added through C(POST /workers) when it restarts, so its unit names no
     worker and registers those of the membership file when it starts (roles/sglang_router,
@@ -41,16 +45,6 @@ options:
       sglang_drain module reads them; a worker that no longer answers has nothing in flight). 0 does not wait.
     type: int
     default: 0
-  poll_interval:
-    description: Seconds between C(GET /workers) polls.
-    type: float
-    default: 0.5
-  request_timeout:
-    description: Seconds per HTTP request.
-    type: int
-    default: 10
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -7,6 +7,10 @@
 DOCUMENTATION = r"""
 module: sglang_router_workers
 short_description: Add a worker to sglang-router or remove it, and wait until the router's list agrees
+extends_documentation_fragment:
+  - blackwell.sglang.common
+  - blackwell.sglang.common.request_timeout
+  - blackwell.sglang.common.router_poll
 description:
   - Talks to the worker API of sglang-router 0.3.2 (C(GET /workers), C(POST /workers), C(DELETE /workers/{id});
     this release has no C(/add_worker)). Both calls are asynchronous in the router, so the module polls
@@ -68,16 +72,6 @@ options:
     description: Seconds to wait for the router's list to agree before failing.
     type: int
     default: 120
-  poll_interval:
-    description: Seconds between C(GET /workers) polls.
-    type: float
-    default: 0.5
-  request_timeout:
-    description: Seconds per HTTP request to the router.
-    type: int
-    default: 10
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: sglang_smoke
 short_description: Prove a ready SGLang server serves chat, reasoning and Kimi tool calls
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Runs on the node against its own loopback, after M(blackwell.sglang.sglang_health) said C(ready). Never a readiness check itself
     (C(/v1/models) answers 200 before the model can serve); the O(checks) are functional.
@@ -95,8 +97,6 @@ attributes:
   check_mode:
     support: full
     description: Reports the checks it would run; sends no request.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

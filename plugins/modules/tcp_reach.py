@@ -11,6 +11,8 @@ DOCUMENTATION = r"""
 ---
 module: tcp_reach
 short_description: Whether this host reaches a TCP port of another host, even one nothing listens on yet
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Opens one TCP connection to O(host) and O(port) and closes it at once. An answer of either kind means the
     packets get there and back - C(open) (something listens, e.g. rank 0 of a running SGLang group) or C(refused)
@@ -37,8 +39,6 @@ attributes:
   check_mode:
     support: full
     description: Read-only (one connection, closed at once); runs the same in check mode.
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

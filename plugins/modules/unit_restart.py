@@ -7,6 +7,8 @@
 DOCUMENTATION = r"""
 module: unit_restart
 short_description: Restart a systemd unit; a stop that cannot finish is reported within a bound, with its PIDs
+extends_documentation_fragment:
+  - blackwell.sglang.common
 description:
   - Queues C(systemctl restart --no-block) (after C(systemctl daemon-reload) when asked) and watches C(systemctl
     show) until the unit runs again under a new C(InvocationID). C(systemctl restart) itself, and
@@ -37,8 +39,6 @@ options:
     description: Seconds between two looks at the unit.
     type: float
     default: 0.5
-author:
-  - sglang-ansible contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""
