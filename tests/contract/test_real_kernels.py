@@ -15,7 +15,6 @@ Skipped, with the reason, when the wheel cannot be downloaded (no index reachabl
 """
 
 import json
-import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
-sys.path.insert(0, str(ROOT / "roles" / "sglang_build" / "files"))
+sys.path.insert(0, str(ROOT / "roles" / "sglang_runtime" / "files"))
 import cuda_wheels  # noqa: E402
 import release_probe  # noqa: E402
 
@@ -36,27 +35,42 @@ SGLANG_KERNEL = cuda_wheels.Wheel("sglang-kernel", "0.4.10",
 SOURCES = ("sgl_kernel/flash_attn.py", "sgl_kernel/flash_mla.py", "sgl_kernel/load_utils.py")
 
 
+class _NoDownload(Exception):
+    """pip could not download the wheel (no index reachable)."""
+
+
+def _unpack(out, work, log):
+    """The wheel's CUDA objects and SOURCES into ``out``/site-packages, with build.json naming them."""
+    try:
+        path = cuda_wheels.fetch([SGLANG_KERNEL])[SGLANG_KERNEL.project]
+    except Exception as exc:  # noqa: BLE001 - pip's failure to download, whatever its type
+        raise _NoDownload("cannot download %s: %s" % (SGLANG_KERNEL.pin, exc)) from exc
+    with zipfile.ZipFile(path) as zf:
+        record = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")][0]
+        names = [line.split(",")[0] for line in zf.read(record).decode().splitlines() if line]
+        members = [n for n in names if release_probe._device_code_candidate(n) or n in SOURCES]
+        for name in members:
+            zf.extract(name, out / "site-packages")
+    info = {"record": names, "members": members}
+    (out / "build.json").write_text(json.dumps(info))
+    return info
+
+
 @pytest.fixture(scope="module")
 def wheel():
-    """The wheel's CUDA objects and SOURCES under <cache>/real-kernels/.../site-packages; {"files", "site", "record"}."""
-    site = cuda_wheels.cache_dir() / "real-kernels" / ("sglang-kernel-%s" % SGLANG_KERNEL.version) / "site-packages"
-    done = site.parent / "unpacked.json"
-    if not done.is_file():
-        try:
-            path = cuda_wheels.fetch([SGLANG_KERNEL])[SGLANG_KERNEL.project]
-        except Exception as exc:  # noqa: BLE001 - pip's failure to download, whatever its type
-            pytest.skip("cannot download %s: %s" % (SGLANG_KERNEL.pin, exc))
-        shutil.rmtree(site.parent, ignore_errors=True)
-        with zipfile.ZipFile(path) as zf:
-            record = [n for n in zf.namelist() if n.endswith(".dist-info/RECORD")][0]
-            names = [line.split(",")[0] for line in zf.read(record).decode().splitlines() if line]
-            members = [n for n in names if release_probe._device_code_candidate(n) or n in SOURCES]
-            for name in members:
-                zf.extract(name, site)
-        done.write_text(json.dumps({"record": names, "members": members}))
-    record = json.loads(done.read_text())
-    return {"site": site, "record": record["record"],
-            "files": [str(site / n) for n in record["members"] if release_probe._device_code_candidate(n)]}
+    """The wheel's CUDA objects and SOURCES under <cache>/real-kernels/.../site-packages; {"files", "site", "record"}.
+    Unpacked once per machine (cuda_wheels.build_once: locked, renamed into place only when whole): each pytest-xdist
+    worker that runs a test of this module asks for it, and a second unpack into the same tree while the first one's
+    objects were read made cuobjdump find no code in a half-written flash_ops (issue 58's red clean clone)."""
+    try:
+        final, info, _ = cuda_wheels.build_once(cuda_wheels.cache_dir() / "real-kernels",
+                                                "sglang-kernel-%s-objects" % SGLANG_KERNEL.version, _unpack,
+                                                "unpacking %s" % SGLANG_KERNEL.pin)
+    except _NoDownload as exc:
+        pytest.skip(str(exc))
+    site = final / "site-packages"
+    return {"site": site, "record": info["record"],
+            "files": [str(site / n) for n in info["members"] if release_probe._device_code_candidate(n)]}
 
 
 @pytest.fixture(scope="module")
