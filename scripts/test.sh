@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suite: ansible-lint (production profile), the collection's changelog lint and ansible-test sanity,
 # pytest unit and contract tests (with promtool check/test rules of
-# the monitoring alerts: tests/unit/test_monitoring_rules.py), the molecule scenarios (monitoring among them).
+# the monitoring alerts: tests/unit/plugins/filter/test_monitoring_rules.py), the molecule scenarios (monitoring among them).
 # Usage: scripts/test.sh                                   (everything)
 #        SKIP_MOLECULE=1 scripts/test.sh                   (lint + unit tests only)
 #        MOLECULE_SCENARIOS="preflight" scripts/test.sh    (only these molecule scenarios)

@@ -29,7 +29,7 @@ def host_prerequisites_plan(distributions, distribution, major_version, gpu_node
     if entry is None:
         return {"key": key, "packages": [], "python": None, "problems": [
             "%s %s is not a supported distribution (supported: %s; the pinned SGLang needs Python >= the floor and "
-            "each distribution's package names are proven in tests/unit/test_host_prerequisites.py). Use one of "
+            "each distribution's package names are proven in tests/unit/plugins/filter/test_host_prerequisites.py). Use one of "
             "those, or add an entry to host_prerequisites_distributions with its package names and a test."
             % (distribution, major_version, ", ".join(sorted(distributions)))]}
     packages = entry.get("packages") or {}

@@ -143,3 +143,22 @@ def test_the_layering_rule_names_each_kind_of_break(tmp_path, monkeypatch):
         ("roles/sglang_runtime/tasks/probe.yml", "sglang_build:main", "an internal role includes a role above it"),
         ("roles/sglang_service/tasks/main.yml", "sglang_build:main", "a stage includes an earlier stage"),
     ]
+
+
+def test_the_unit_tests_mirror_the_plugins_by_package():
+    """Issue 58: 16 plugin tests sat at the top of tests/unit and tests/unit/plugins/module_utils was flat against six
+    packages. Now a plugin's tests live under tests/unit/plugins/<kind>/[<package>/], beside no other kind's, and the
+    top of tests/unit holds only the repository-wide checks (layering, docs, collection, inventory check)."""
+    unit = ROOT / "tests" / "unit"
+    for test in (unit / "plugins").rglob("test_*.py"):
+        rel = test.parent.relative_to(unit)
+        assert (ROOT / rel).is_dir(), "%s has no %s to mirror" % (test.relative_to(ROOT), rel)
+    packages = [p.name for p in (ROOT / "plugins" / "module_utils").iterdir() if (p / "__init__.py").exists()]
+    assert sorted(packages) == ["fleet", "health", "host", "http", "perf", "staging"]
+    for package in packages:
+        assert list((unit / "plugins" / "module_utils" / package).glob("test_*.py")), package
+    assert not list((unit / "plugins" / "module_utils").glob("test_*.py"))
+    plugins = {p.stem for p in (ROOT / "plugins").rglob("*.py")}
+    top = sorted(p.stem.removeprefix("test_") for p in unit.glob("test_*.py"))
+    assert not set(top) & plugins, sorted(set(top) & plugins)
+    assert len(top) <= 15, top

@@ -6,6 +6,7 @@ fires (most also have one in which it must not).
 """
 
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import yaml
 from ansible_collections.blackwell.sglang.plugins.filter import monitoring_config as mc
 from ansible.errors import AnsibleFilterError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(pathlib.Path(__file__).resolve().parents[4])
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "monitoring")
 
 

@@ -2,13 +2,14 @@
 ``http.server`` on 127.0.0.1 (test_model_stage_single.RangeServer), with and without Range support."""
 
 import os
+import pathlib
 import sys
 
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_mirror import FetchError, Mirror, redact_url
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "modules"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "modules"))
 from test_model_stage_single import RangeServer  # noqa: E402
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_files as mf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "sandbox"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "sandbox"))
 import checkpoint  # noqa: E402  (tests/sandbox/checkpoint.py)
 
 

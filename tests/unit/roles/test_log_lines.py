@@ -4,6 +4,7 @@ forwarded SIGTERM). The bars come from the real tqdm (the library SGLang 0.5.23'
 SGLang gives it (``utils/common.py BAR_FORMAT``), written as it writes them: on stderr, no terminal, ``\\r`` redraws."""
 
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 WRAPPER = os.path.join(ROOT, "roles", "sglang_service", "files", "sglang_log_lines.py")
 sys.path.insert(0, os.path.dirname(WRAPPER))
 import sglang_log_lines as ll  # noqa: E402

@@ -14,7 +14,7 @@ def test_task_outcome_tells_passed_failed_skipped_and_not_run():
 
 
 def _sandbox():
-    path = pathlib.Path(__file__).resolve().parents[2] / "tests" / "sandbox" / "plugins" / "filter" / "sandbox.py"
+    path = pathlib.Path(__file__).resolve().parents[4] / "tests" / "sandbox" / "plugins" / "filter" / "sandbox.py"
     spec = importlib.util.spec_from_file_location("sandbox_filters", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

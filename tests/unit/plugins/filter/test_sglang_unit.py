@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.blackwell.sglang.plugins.filter import sglang_unit as u
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 VERIFY = ROOT / "roles" / "sglang_service" / "files" / "sglang-verify-unit"
 
 

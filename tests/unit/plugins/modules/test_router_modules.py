@@ -420,7 +420,7 @@ def _register_workers():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "roles" / "sglang_router" / "files" / "register_workers.py"
+    path = pathlib.Path(__file__).resolve().parents[4] / "roles" / "sglang_router" / "files" / "register_workers.py"
     spec = importlib.util.spec_from_file_location("register_workers", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

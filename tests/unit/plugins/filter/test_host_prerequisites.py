@@ -16,7 +16,7 @@ import yaml
 
 from ansible_collections.blackwell.sglang.plugins.filter import host_prerequisites as hp
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "tests" / "unit" / "fixtures" / "host_prerequisites"
 
 DEFAULTS = yaml.safe_load((ROOT / "roles" / "host_prerequisites" / "defaults" / "main.yml").read_text())

@@ -4,6 +4,7 @@ entries and honours --after-cursor; the exposition is linted with the real promt
 
 import json
 import os
+import pathlib
 import shutil
 import stat
 import subprocess
@@ -12,7 +13,7 @@ import types
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(pathlib.Path(__file__).resolve().parents[3])
 sys.path.insert(0, os.path.join(ROOT, "roles", "monitoring", "files"))
 import sglang_gpu_health as gh  # noqa: E402
 

@@ -20,7 +20,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_sto
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.stage_progress import Progress
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "modules"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "modules"))
 from test_model_stage_http import SHARDS, mirror_dir, hub  # noqa: E402,F401  (fixture reuse)
 from test_model_stage_hf import STUB  # noqa: E402
 
