@@ -17,7 +17,7 @@ from collections import namedtuple
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_source_base
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
@@ -115,13 +115,13 @@ def test_hf_hashes_each_file_once_as_it_lands(stub, tmp_path, module_runner, mon
     is hashed again (the early hash counts only for the same size, mtime and inode)."""
     monkeypatch.setenv("STUB_SLEEP", "0.3")
     monkeypatch.setenv("STUB_REWRITE", "config.json")
-    calls, real = [], model_sources.hash_file
+    calls, real = [], model_source_base.hash_file  # what the hub source hashes each landed file with
 
     def spy(path, *a, **kw):
         calls.append((os.path.basename(path), time.time()))
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(model_sources, "hash_file", spy)
+    monkeypatch.setattr(model_source_base, "hash_file", spy)
     kind, result = module_runner(model_stage, hf_args(tmp_path, stub))
     assert kind == "exit", result
     helper_end = float((tmp_path / "stub.json.end").read_text())
