@@ -241,9 +241,9 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.health.journal_no
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import established_peers, listeners
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import text_re
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import (
-    UnitObserver, bounded, foreign_gpu_processes, oom_kills, run_bounded,
-)
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_journal import oom_kills
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import UnitObserver, foreign_gpu_processes
+from ansible_collections.blackwell.sglang.plugins.module_utils.host.bounded import bounded, run_bounded
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_verdict import classify, crash_advice
 
 MEMORY_UNBALANCED_RE = text_re("memory_unbalanced")
