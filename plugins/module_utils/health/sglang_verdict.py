@@ -267,6 +267,14 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
     """
     if not history:
         return _verdict("starting", {}, {}, reason="no observation yet")
+    c = _context(history, tp_size)
+    return (_failure_verdict(c) or _ready_verdict(c)
+            or _waiting_verdict(c, history, stall_timeout, timeout, log_level, health_check_timeout))
+
+
+def _context(history, tp_size):
+    """What every rule of classify reads, worked out once from the observations: the last one, its log (with the
+    failure of the run that ended, where one did), restarts, schedulers against tp_size, the exit, the time waited."""
     first, last = history[0], history[-1]
     log = dict(last.get("log") or {})
     restarts = _restarts(history)
@@ -294,8 +302,19 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
                        "text": "rank %d scheduler exit code %d" % (died["rank"], died["exit_code"])}
     where = (" in phase %s" % phase) if phase else ""
     cause = (": %s" % error) if error else ""
-    quiet_level = str(log_level or "info").lower() in QUIET_LOG_LEVELS
+    return {"first": first, "last": last, "log": log, "restarts": restarts, "fail_log": fail_log, "tb": tb,
+            "error": error, "phase": phase, "restarts_first": restarts_first, "restarts_last": restarts_last,
+            "tp_size": tp_size, "schedulers": schedulers, "full": full, "seen_full": seen_full,
+            "exit_status": exit_status, "elapsed": elapsed, "died": died, "where": where, "cause": cause}
 
+
+def _failure_verdict(c):
+    """Rules 1-5 of classify: restart_loop, or crashed (a restart, the main process gone, a bind failure, a failure in
+    the log, ranks gone); None when none holds."""
+    last, log, restarts, fail_log, tb, error = c["last"], c["log"], c["restarts"], c["fail_log"], c["tb"], c["error"]
+    restarts_first, restarts_last, tp_size = c["restarts_first"], c["restarts_last"], c["tp_size"]
+    schedulers, full, seen_full, exit_status = c["schedulers"], c["full"], c["seen_full"], c["exit_status"]
+    died, where, cause = c["died"], c["where"], c["cause"]
     if restarts >= 2:
         return _verdict("restart_loop", last, log, traceback=tb, exit_status=exit_status,
                         reason="systemd restarted the unit %d times while waiting (NRestarts %d -> %d); first failure"
@@ -338,13 +357,26 @@ def classify(history, tp_size, stall_timeout=300.0, timeout=1800.0, log_level="i
                         reason="only %d of %d scheduler processes are alive (%s)%s; %s"
                                % (schedulers, tp_size, "all %d were ready" % tp_size,
                                   (", gone: " + ", ".join(gone)) if gone else "", why))
+    return None
 
+
+def _ready_verdict(c):
+    """Rule 6 of classify: /health 200 with every scheduler alive; None otherwise."""
+    last, log, tp_size, schedulers, full = c["last"], c["log"], c["tp_size"], c["schedulers"], c["full"]
+    follower = bool(log.get("follower_serving"))
     if last.get("http_code") == 200 and full:
         dummy_app = (" (a node of rank >= 1: its ranks are ready and it serves SGLang's dummy health app; the API is "
                      "rank 0's)") if follower else ""
         return _verdict("ready", last, log, reason="/health answered 200 with %d/%d schedulers alive%s"
                         % (schedulers, tp_size, dummy_app))
+    return None
 
+
+def _waiting_verdict(c, history, stall_timeout, timeout, log_level, health_check_timeout):
+    """Rules 6b-9 of classify: served but unanswered (busy or unhealthy), stalled, timeout, else the phase."""
+    last, log, phase, tp_size, schedulers = c["last"], c["log"], c["phase"], c["tp_size"], c["schedulers"]
+    full, elapsed = c["full"], c["elapsed"]
+    quiet_level = str(log_level or "info").lower() in QUIET_LOG_LEVELS
     now = float(last.get("t", 0.0))
     served = bool(log.get("ready")) and full
     if served and last.get("http_code") != 200:
