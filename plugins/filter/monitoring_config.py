@@ -201,8 +201,13 @@ def monitoring_alert_rules(published, alerts=None):
     router_units = _units_regex(h["router"].get("unit") for h in hosts if h.get("router"))
     workers = [int(h["router"].get("workers") or 0) for h in hosts if h.get("router")]
     restarts = 'node_systemd_service_restart_total{name=~"%s"}' % sglang_units
-    groups = []
+    return {"groups": _service_group(s, sglang_units, router_units, restarts) + _serving_group(s)
+            + _router_group(s, workers, sglang_units, restarts) + _gpu_group(s, sglang_units)}
 
+
+def _service_group(s, sglang_units, router_units, restarts):
+    """The units: an SGLang unit restarted once, in a loop, or down; the router unit down; a host down."""
+    groups = []
     service = []
     if sglang_units:
         service += [
@@ -239,7 +244,12 @@ def monitoring_alert_rules(published, alerts=None):
         "node exporter on {{ $labels.node }} ({{ $labels.instance }}) has not answered for %s: the host is down, "
         "unreachable or its exporter stopped." % s["host_down_for"], s["host_down_for"]))
     groups.append({"name": "sglang-service", "rules": service})
+    return groups
 
+
+def _serving_group(s):
+    """What the servers' own metrics say: unreachable, a long queue, requests held with nothing generated."""
+    groups = []
     serving = [
         _rule("SGLangMetricsUnreachable",
               'up{job=~"sglang|sglang_https"} == 0', "warning",
@@ -262,7 +272,12 @@ def monitoring_alert_rules(published, alerts=None):
               s["stuck_for"]),
     ]
     groups.append({"name": "sglang-serving", "rules": serving})
+    return groups
 
+
+def _router_group(s, workers, sglang_units, restarts):
+    """The router: its metrics port down, fewer healthy workers than the inventory has nodes."""
+    groups = []
     if workers:
         expected = max(workers)
         groups.append({"name": "sglang-router", "rules": [
@@ -283,7 +298,12 @@ def monitoring_alert_rules(published, alerts=None):
                   "SGLangServiceRestarted says that, SGLangMetricsUnreachable a recovery that takes too long."
                   % (expected, s["router_workers_for"], s["unreachable_for"]), s["router_workers_for"]),
         ]})
+    return groups
 
+
+def _gpu_group(s, sglang_units):
+    """The GPUs of the nodes that serve: missing, Xid errors, ECC, row remapping, throttling, PCIe, the collector."""
+    groups = []
     if sglang_units:
         fatal = "|".join(str(x) for x in XID_FATAL)
         ignored = "|".join(str(x) for x in XID_IGNORED)
@@ -343,7 +363,7 @@ def monitoring_alert_rules(published, alerts=None):
                   "sglang-gpu-health has not written its metrics for more than %d s: GPU faults are not seen."
                   % s["gpu_health_stale_after_s"]),
         ]})
-    return {"groups": groups}
+    return groups
 
 
 def monitoring_alertmanager_config(receivers, route=None):
