@@ -160,47 +160,12 @@ def hicache_budget(options, mem_available_bytes, gpu_memory_bytes=None, weights_
         per_rank = size_gb * GB
         how = "--hicache-size %g GB per rank" % size_gb
     elif ratio_opt is not None:
-        result["mode"] = "ratio"
-        ratio = float(ratio_opt)
-        result["ratio"] = ratio
-        if ratio <= 1 and not allow_low_ratio:
-            errors.append("--hicache-ratio %g makes the host pool no larger than the device pool, so HiCache adds "
-                          "no capacity (SGLang only warns); use a ratio > 1 (default 2.0) or --hicache-size, or set "
-                          "preflight_hicache_allow_low_ratio if this is intended" % ratio)
-        if kv is None:
-            result["summary"] = "HiCache ratio %g; device KV pool unknown (no GPU memory), budget not checked" % ratio
+        pool = _ratio_pool(result, errors, float(ratio_opt), kv, kv_text, allow_low_ratio)
+        if pool is None:
             return result
-        if kv <= 0:
-            errors.append("no room for a device KV pool: %s; the weights do not fit at this mem-fraction-static, "
-                          "use more ranks or a higher --mem-fraction-static" % kv_text)
-        per_rank = ratio * kv
-        how = "--hicache-ratio %g x %s" % (ratio, kv_text)
+        per_rank, how = pool
     else:
-        result["mode"] = "auto"
-        requested = BUFFER_ONLY_RATIO if mode_mem == "buffer_only" else DEFAULT_RATIO
-        budget_per_rank = host_fraction * avail / ranks
-        if avail <= 0:
-            errors.append("HiCache auto-sizing has no host memory left after the 10 GiB reserve: %s; SGLang will "
-                          "refuse to start. Add host RAM, lower other usage, or disable HiCache" % avail_text)
-            result["summary"] = "HiCache auto: no budget"
-            return result
-        if kv is None:
-            result["summary"] = ("HiCache auto-sized by SGLang within %.1f GB per rank; device KV pool unknown"
-                                 % gb(budget_per_rank))
-            return result
-        ratio = requested if kv <= 0 else min(requested, budget_per_rank * (1 - AUTO_SIZE_SLACK) / kv)
-        result["ratio"] = ratio
-        per_rank = ratio * kv
-        if ratio <= 1 and not allow_low_ratio:
-            errors.append(
-                "HiCache auto-sizing would cut the ratio from %g to %.2f (host pool no larger than the device pool): "
-                "budget %.2f x %s / %d ranks = %.1f GB per rank, %s; add host RAM, set --hicache-size explicitly, "
-                "or set preflight_hicache_allow_low_ratio if this is intended"
-                % (requested, ratio, host_fraction, avail_text, ranks, gb(budget_per_rank), kv_text))
-        result.update(per_rank_bytes=per_rank, needed_bytes=per_rank * ranks)
-        result["summary"] = ("HiCache auto: ratio %.2f, %.1f GB host RAM (%d ranks x %.1f GB), %s"
-                             % (ratio, gb(per_rank * ranks), ranks, gb(per_rank), avail_text))
-        return result
+        return _auto_sized(result, errors, mode_mem, host_fraction, avail, avail_text, kv, kv_text, allow_low_ratio)
 
     needed = per_rank * ranks
     result.update(per_rank_bytes=per_rank, needed_bytes=needed)
@@ -211,6 +176,54 @@ def hicache_budget(options, mem_available_bytes, gpu_memory_bytes=None, weights_
                       "'Not enough host memory available' after loading the weights. Lower --hicache-size/"
                       "--hicache-ratio to at most %.1f GB per rank or add host RAM"
                       % (gb(needed), ranks, gb(per_rank), how, avail_text, max(gb(avail / ranks), 0.0)))
+    return result
+
+
+def _ratio_pool(result, errors, ratio, kv, kv_text, allow_low_ratio):
+    """--hicache-ratio: (per-rank bytes, how they were sized), or None when the device KV pool is unknown (the
+    result's summary then says the budget was not checked)."""
+    result["mode"] = "ratio"
+    result["ratio"] = ratio
+    if ratio <= 1 and not allow_low_ratio:
+        errors.append("--hicache-ratio %g makes the host pool no larger than the device pool, so HiCache adds "
+                      "no capacity (SGLang only warns); use a ratio > 1 (default 2.0) or --hicache-size, or set "
+                      "preflight_hicache_allow_low_ratio if this is intended" % ratio)
+    if kv is None:
+        result["summary"] = "HiCache ratio %g; device KV pool unknown (no GPU memory), budget not checked" % ratio
+        return None
+    if kv <= 0:
+        errors.append("no room for a device KV pool: %s; the weights do not fit at this mem-fraction-static, "
+                      "use more ranks or a higher --mem-fraction-static" % kv_text)
+    return ratio * kv, "--hicache-ratio %g x %s" % (ratio, kv_text)
+
+
+def _auto_sized(result, errors, mode_mem, host_fraction, avail, avail_text, kv, kv_text, allow_low_ratio):
+    """Neither --hicache-size nor --hicache-ratio: SGLang sizes the pool within its host-memory budget; the result."""
+    ranks = result["ranks"]
+    result["mode"] = "auto"
+    requested = BUFFER_ONLY_RATIO if mode_mem == "buffer_only" else DEFAULT_RATIO
+    budget_per_rank = host_fraction * avail / ranks
+    if avail <= 0:
+        errors.append("HiCache auto-sizing has no host memory left after the 10 GiB reserve: %s; SGLang will "
+                      "refuse to start. Add host RAM, lower other usage, or disable HiCache" % avail_text)
+        result["summary"] = "HiCache auto: no budget"
+        return result
+    if kv is None:
+        result["summary"] = ("HiCache auto-sized by SGLang within %.1f GB per rank; device KV pool unknown"
+                             % gb(budget_per_rank))
+        return result
+    ratio = requested if kv <= 0 else min(requested, budget_per_rank * (1 - AUTO_SIZE_SLACK) / kv)
+    result["ratio"] = ratio
+    per_rank = ratio * kv
+    if ratio <= 1 and not allow_low_ratio:
+        errors.append(
+            "HiCache auto-sizing would cut the ratio from %g to %.2f (host pool no larger than the device pool): "
+            "budget %.2f x %s / %d ranks = %.1f GB per rank, %s; add host RAM, set --hicache-size explicitly, "
+            "or set preflight_hicache_allow_low_ratio if this is intended"
+            % (requested, ratio, host_fraction, avail_text, ranks, gb(budget_per_rank), kv_text))
+    result.update(per_rank_bytes=per_rank, needed_bytes=per_rank * ranks)
+    result["summary"] = ("HiCache auto: ratio %.2f, %.1f GB host RAM (%d ranks x %.1f GB), %s"
+                         % (ratio, gb(per_rank * ranks), ranks, gb(per_rank), avail_text))
     return result
 
 
