@@ -165,6 +165,57 @@ def plan(params, paths, run_dir):
     return runs
 
 
+def run_driver(p, run_dir, driver_path, spec_path):
+    """Run the sweep's driver with the release's Python; (its exit status or why it ended, the log's last 4000
+    characters)."""
+    # No GPU for the client: 0.5.23's serving benchmark imports sgl_kernel (through sglang.srt), whose architecture
+    # check (sgl_kernel/load_utils.py _get_compute_capability) calls torch.cuda.current_device() when CUDA is
+    # available, a CUDA context on GPU 0 beside the server that holds it; with no device visible it loads its default
+    # ops and the client stays a CPU process. Offline: the tokenizer is the staged model's.
+    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
+    env.pop("OPENAI_API_KEY", None)
+    if p["api_key"]:
+        env["OPENAI_API_KEY"] = p["api_key"]
+    log_path = os.path.join(run_dir, "benchmark.log")
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.run([p["python"], driver_path, spec_path], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                  cwd=run_dir, timeout=p["timeout"], check=False)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout after %d s" % p["timeout"]
+    with open(log_path, "rb") as fh:
+        log_tail = fh.read()[-4000:].decode(errors="replace")
+    return rc, log_tail
+
+
+def collect(p, runs, status_path, rc):
+    """(each run's summary row, the runs that gave no result with why) from the runs' outputs and the driver's
+    status lines."""
+    statuses = {}
+    if os.path.exists(status_path):
+        with open(status_path) as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    statuses[row["id"]] = row
+    results, failed_runs = [], []
+    for run in runs:
+        result = None
+        if os.path.exists(run["output"]):
+            with open(run["output"]) as fh:
+                result = serving_runs.last_result(fh.read())
+        if result is None:
+            failed_runs.append({"id": run["id"], "error": statuses.get(run["id"], {}).get("error") or
+                                "no result (the driver ended: %s)" % rc})
+            continue
+        row = serving_runs.summary(result, run["workload"], run["concurrency"], run["requests"],
+                                   turns=workloads.WORKLOADS[run["workload"]][3])
+        row["output_tokens"] = p["output_tokens"]  # what the run asked of each request (the gate compares like runs)
+        results.append(row)
+    return results, failed_runs
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -207,46 +258,9 @@ def main():
         json.dump({"runs": [{"id": r["id"], "argv": r["argv"]} for r in runs], "status": status_path}, fh)
     with open(driver_path, "w") as fh:
         fh.write(serving_runs.DRIVER)
-    # No GPU for the client: 0.5.23's serving benchmark imports sgl_kernel (through sglang.srt), whose architecture
-    # check (sgl_kernel/load_utils.py _get_compute_capability) calls torch.cuda.current_device() when CUDA is
-    # available, a CUDA context on GPU 0 beside the server that holds it; with no device visible it loads its default
-    # ops and the client stays a CPU process. Offline: the tokenizer is the staged model's.
-    env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
-    env.pop("OPENAI_API_KEY", None)
-    if p["api_key"]:
-        env["OPENAI_API_KEY"] = p["api_key"]
     started = time.time()
-    log_path = os.path.join(run_dir, "benchmark.log")
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.run([p["python"], driver_path, spec_path], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                  cwd=run_dir, timeout=p["timeout"], check=False)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout after %d s" % p["timeout"]
-    with open(log_path, "rb") as fh:
-        log_tail = fh.read()[-4000:].decode(errors="replace")
-    statuses = {}
-    if os.path.exists(status_path):
-        with open(status_path) as fh:
-            for line in fh:
-                if line.strip():
-                    row = json.loads(line)
-                    statuses[row["id"]] = row
-    results, failed_runs = [], []
-    for run in runs:
-        result = None
-        if os.path.exists(run["output"]):
-            with open(run["output"]) as fh:
-                result = serving_runs.last_result(fh.read())
-        if result is None:
-            failed_runs.append({"id": run["id"], "error": statuses.get(run["id"], {}).get("error") or
-                                "no result (the driver ended: %s)" % rc})
-            continue
-        row = serving_runs.summary(result, run["workload"], run["concurrency"], run["requests"],
-                                   turns=workloads.WORKLOADS[run["workload"]][3])
-        row["output_tokens"] = p["output_tokens"]  # what the run asked of each request (the gate compares like runs)
-        results.append(row)
+    rc, log_tail = run_driver(p, run_dir, driver_path, spec_path)
+    results, failed_runs = collect(p, runs, status_path, rc)
     if failed_runs:
         named = "; ".join("%s: %s" % (f["id"], f["error"].strip().splitlines()[-1]) for f in failed_runs)
         module.fail_json(msg="sglang_benchmark: %d of %d runs gave no result (their output is in %s): %s" % (
