@@ -304,55 +304,9 @@ def parse_log(text):
     """
     lines = split_lines(text)
     tb = first_traceback(lines)
-    bind = None
-    died = None
-    fatal = None
-    sigquit = False
-    failure_at = None
-    watchdog = None
-    batches = echo_size = 0
-    last_batch = last_line = None
-    for pos, line in enumerate(lines):
-        hit = False
-        if died is None:
-            match = DIED_RE.search(line)
-            if match:
-                died = {"rank": int(match.group("rank")), "exit_code": int(match.group("code")),
-                        "line": strip_prefix(line).strip()}
-                hit = True
-            else:
-                match = SUBPROCESS_CRASH_RE.search(line)
-                if match:
-                    died = {"rank": int(match.group("rank") or 0), "exit_code": int(match.group("code")),
-                            "line": strip_prefix(line).strip()}
-                    hit = True
-        if SIGQUIT_RE.search(line):
-            sigquit = hit = True
-        if fatal is None and FATAL_RE.search(line):
-            fatal = strip_prefix(line).strip()
-            hit = True
-        if TRACEBACK_START in line:
-            hit = True
-        if watchdog is None:
-            match = WATCHDOG_RE.search(line)
-            if match and match.group("soft") == "False":
-                watchdog = strip_prefix(line).strip()
-                hit = True
-        if PROBE_ECHO_RE.search(line):
-            echo_size += len(line) + 1
-        elif line.strip():
-            last_line = strip_prefix(line).strip()
-        if BATCH_RE.search(line):
-            batches += 1
-            last_batch = strip_prefix(line).strip()
-        if bind is None:
-            match = BIND_RE.search(line)
-            if match:
-                bind = {"address": match.group("address").strip("'\""), "port": int(match.group("port")),
-                        "error": match.group("error").strip()}
-                hit = True
-        if hit and failure_at is None:
-            failure_at = pos
+    f = _failure_lines(lines)
+    died, bind, watchdog, fatal = f["died"], f["bind"], f["watchdog"], f["fatal"]
+    batches, last_batch, last_line, echo_size = _activity_lines(lines)
     error = exception_line(tb) or (died and died["line"]) or (bind and bind["error"]) or watchdog or fatal
     ranks, dummy = phases_by_rank(lines)
     return {
@@ -364,9 +318,9 @@ def parse_log(text):
         "traceback": tb,
         "error": error,
         "scheduler_died": died,
-        "sigquit": sigquit,
+        "sigquit": f["sigquit"],
         "bind_failed": bind,
-        "crash_phase": crash_phase(lines, failure_at, error, died, tb),
+        "crash_phase": crash_phase(lines, f["failure_at"], error, died, tb),
         "watchdog_timeout": watchdog,
         "batches": batches,
         "last_batch": last_batch,
@@ -374,3 +328,55 @@ def parse_log(text):
         "size": len(text or ""),
         "echo_size": echo_size,
     }
+
+
+def _failure_lines(lines):
+    """The first line of each failure kind in ``lines`` (a scheduler's death or a subprocess crash, SIGQUIT, a fatal
+    line, the watchdog's hard timeout, uvicorn's bind error) and ``failure_at``, the index of the first line of any
+    of them or of a traceback: dict ``died``, ``sigquit``, ``fatal``, ``watchdog``, ``bind``, ``failure_at``."""
+    out = {"died": None, "sigquit": False, "fatal": None, "watchdog": None, "bind": None, "failure_at": None}
+    for pos, line in enumerate(lines):
+        hit = False
+        if out["died"] is None:
+            match = DIED_RE.search(line) or SUBPROCESS_CRASH_RE.search(line)
+            if match:
+                out["died"] = {"rank": int(match.group("rank") or 0), "exit_code": int(match.group("code")),
+                               "line": strip_prefix(line).strip()}
+                hit = True
+        if SIGQUIT_RE.search(line):
+            out["sigquit"] = hit = True
+        if out["fatal"] is None and FATAL_RE.search(line):
+            out["fatal"] = strip_prefix(line).strip()
+            hit = True
+        if TRACEBACK_START in line:
+            hit = True
+        if out["watchdog"] is None:
+            match = WATCHDOG_RE.search(line)
+            if match and match.group("soft") == "False":
+                out["watchdog"] = strip_prefix(line).strip()
+                hit = True
+        if out["bind"] is None:
+            match = BIND_RE.search(line)
+            if match:
+                out["bind"] = {"address": match.group("address").strip("'\""), "port": int(match.group("port")),
+                               "error": match.group("error").strip()}
+                hit = True
+        if hit and out["failure_at"] is None:
+            out["failure_at"] = pos
+    return out
+
+
+def _activity_lines(lines):
+    """(``Prefill batch`` / ``Decode batch`` lines, the last of them, the last line that is not a /health probe's
+    echo, the characters of those echoes) of ``lines``."""
+    batches = echo_size = 0
+    last_batch = last_line = None
+    for line in lines:
+        if PROBE_ECHO_RE.search(line):
+            echo_size += len(line) + 1
+        elif line.strip():
+            last_line = strip_prefix(line).strip()
+        if BATCH_RE.search(line):
+            batches += 1
+            last_batch = strip_prefix(line).strip()
+    return batches, last_batch, last_line, echo_size
