@@ -87,6 +87,45 @@ def check_numa(gpus, facts, environment=None, numa_node_option=None):
         return errors, warnings
     if _env_false(env.get("SGLANG_AUTO_NUMA_BIND", "1")) and numa_node_option in (None, "", []):
         return errors, warnings
+    gpu_nodes = _gpu_nodes(gpus, facts, nodes, env, numa_node_option, errors, warnings)
+    cpus, mems, reasons, mem_reasons, settings = unit_cpu_mems(facts)
+    by_node = {}
+    for index, node in sorted(gpu_nodes.items()):
+        by_node.setdefault(node, []).append(index)
+    why = ("; ".join(reasons) or "no restriction found")
+    for node, indices in sorted(by_node.items()):
+        node_cpus = nodes.get(node, set())
+        if node_cpus and not (node_cpus & cpus):
+            errors.append(
+                "%s on NUMA node %d (CPUs %s) but the service may only run on CPUs %s (%s): SGLang 0.5.23 then "
+                "skips binding their ranks ('NUMA node %d has no CPU cores allowed by the current affinity') and their "
+                "host-side work and pinned buffers cross the socket link. Fix: allow node %d's CPUs (remove or widen "
+                "that CPUAffinity= / AllowedCPUs= / cpuset)"
+                % (gpus_text(indices, "sit"), node, format_cpulist(node_cpus),
+                   format_cpulist(cpus), why, node, node))
+        if mems and node not in mems:
+            errors.append(
+                "%s on NUMA node %d but the service may only allocate on memory nodes %s (%s): numactl "
+                "--membind=%d is refused and SGLang falls back to --preferred, then to CPU-only binding, so their "
+                "host memory lands on the other socket. Fix: allow memory node %d (AllowedMemoryNodes= / cpuset.mems)"
+                % (gpus_text(indices, "sit"), node, format_cpulist(mems), "; ".join(mem_reasons) or
+                   "no restriction found", node, node))
+    policy = (settings.get("NUMAPolicy") or {}).get("value")
+    mask = (settings.get("NUMAMask") or {}).get("value")
+    if policy in ("bind", "preferred") and mask:
+        allowed = parse_cpulist(mask)
+        outside = sorted(n for n in by_node if n not in allowed)
+        if outside:
+            warnings.append("NUMAPolicy=%s NUMAMask=%s (%s) excludes the node(s) %s of GPUs %s: every allocation "
+                            "SGLang does before binding (and all of them when binding is skipped) follows that policy"
+                            % (policy, mask, settings["NUMAPolicy"]["path"], format_cpulist(outside),
+                               format_cpulist(i for n in outside for i in by_node[n])))
+    return errors, warnings
+
+def _gpu_nodes(gpus, facts, nodes, env, numa_node_option, errors, warnings):
+    """{GPU index: the NUMA node its rank binds to}: from --numa-node when given (checked against the host's nodes),
+    else from each GPU's PCI device; appends what is wrong to ``errors`` and ``warnings``."""
+    numa = facts.get("numa") or {}
     pci = dict((p.get("bdf"), p) for p in facts.get("pci") or [])
     gpu_nodes = {}
     if numa_node_option not in (None, "", []):
@@ -121,36 +160,4 @@ def check_numa(gpus, facts, environment=None, numa_node_option=None):
                     "each rank to its GPU's node only through numactl and otherwise skips it with a debug-level log "
                     "line (srt/utils/numa_utils.py, _is_numa_available), so ranks run and allocate across sockets. "
                     "Fix: apt-get install numactl" % (len(nodes), format_cpulist(set(gpu_nodes.values())) or "unknown"))
-    cpus, mems, reasons, mem_reasons, settings = unit_cpu_mems(facts)
-    by_node = {}
-    for index, node in sorted(gpu_nodes.items()):
-        by_node.setdefault(node, []).append(index)
-    why = ("; ".join(reasons) or "no restriction found")
-    for node, indices in sorted(by_node.items()):
-        node_cpus = nodes.get(node, set())
-        if node_cpus and not (node_cpus & cpus):
-            errors.append(
-                "%s on NUMA node %d (CPUs %s) but the service may only run on CPUs %s (%s): SGLang 0.5.23 then "
-                "skips binding their ranks ('NUMA node %d has no CPU cores allowed by the current affinity') and their "
-                "host-side work and pinned buffers cross the socket link. Fix: allow node %d's CPUs (remove or widen "
-                "that CPUAffinity= / AllowedCPUs= / cpuset)"
-                % (gpus_text(indices, "sit"), node, format_cpulist(node_cpus),
-                   format_cpulist(cpus), why, node, node))
-        if mems and node not in mems:
-            errors.append(
-                "%s on NUMA node %d but the service may only allocate on memory nodes %s (%s): numactl "
-                "--membind=%d is refused and SGLang falls back to --preferred, then to CPU-only binding, so their "
-                "host memory lands on the other socket. Fix: allow memory node %d (AllowedMemoryNodes= / cpuset.mems)"
-                % (gpus_text(indices, "sit"), node, format_cpulist(mems), "; ".join(mem_reasons) or
-                   "no restriction found", node, node))
-    policy = (settings.get("NUMAPolicy") or {}).get("value")
-    mask = (settings.get("NUMAMask") or {}).get("value")
-    if policy in ("bind", "preferred") and mask:
-        allowed = parse_cpulist(mask)
-        outside = sorted(n for n in by_node if n not in allowed)
-        if outside:
-            warnings.append("NUMAPolicy=%s NUMAMask=%s (%s) excludes the node(s) %s of GPUs %s: every allocation "
-                            "SGLang does before binding (and all of them when binding is skipped) follows that policy"
-                            % (policy, mask, settings["NUMAPolicy"]["path"], format_cpulist(outside),
-                               format_cpulist(i for n in outside for i in by_node[n])))
-    return errors, warnings
+    return gpu_nodes
