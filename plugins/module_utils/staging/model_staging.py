@@ -103,9 +103,20 @@ def stage(module, source=None):
         return result
 
     # 3. Transfer in parallel; finished files go into the journal in durable batches (Journal).
+    journal = transfer(p, source, partial, index, todo, sums, sizes, done, present, result, progress_file)
+
+    # 4. Verify; 5. manifest, rename, flip.
+    finish(module, partial, final, current, index, files, journal.data, sums, result, source.description)
+    return result
+
+
+def transfer(p, source, partial, index, todo, sums, sizes, done, present, result, progress_file):
+    """Step 3: fetch ``todo`` into ``partial`` on the source's threads, each finished file into the journal (durable
+    batches) and the progress file; the Journal. Raises StageError naming what failed (what finished is kept for the
+    re-run)."""
     os.makedirs(partial, exist_ok=True)
     journal = Journal(os.path.join(partial, JOURNAL),
-                      {"name": name, "revision": revision, "source": source.description, "files": dict(done)})
+                      {"name": p["name"], "revision": p["revision"], "source": source.description, "files": dict(done)})
     with open(progress_file, "w"):
         pass
     done_bytes = sum(sizes[f] or 0 for f in done) + sum(present.values())
@@ -130,10 +141,7 @@ def stage(module, source=None):
     if problems:
         raise StageError(["staging %s into %s failed (current still points at the previous revision; re-run "
                           "resumes)" % (source.description, partial)] + problems)
-
-    # 4. Verify; 5. manifest, rename, flip.
-    finish(module, partial, final, current, index, files, journal.data, sums, result, source.description)
-    return result
+    return journal
 
 
 def journal_done(partial, sizes, source):
