@@ -11,7 +11,7 @@
 The facts: nvcc peaks at 3-8 GB of RAM per job on CUTLASS units, so job counts come from available memory, not from
 cores (the roles' ``*_gb_per_job`` default is 8); a rolling redeploy builds on a node that serves, so the build runs
 at lower CPU priority and in util-linux ionice's idle I/O class (ionice(1): the disk only when nothing else uses it),
-as plugins/module_utils/host/priority.py does for model_stage.
+as plugins/module_utils/host/_priority.py does for model_stage.
 """
 
 from __future__ import annotations

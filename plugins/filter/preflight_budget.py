@@ -18,7 +18,7 @@ __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.hicache import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils._hicache import (
     GIB, device_weights_errors, hicache_budget as _budget, ranks_on_host, shm_errors)
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_index import model_weights
 

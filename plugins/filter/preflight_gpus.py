@@ -66,7 +66,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.preflight_checks import check_gpus
+from ansible_collections.blackwell.sglang.plugins.plugin_utils._preflight_checks import check_gpus
 
 
 def preflight_gpu_errors(data, compute_apps=None, expected_count=8, expected_compute_capability="12.0",

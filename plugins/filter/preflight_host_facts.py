@@ -52,7 +52,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.host_checks import host_problems
+from ansible_collections.blackwell.sglang.plugins.plugin_utils._host_checks import host_problems
 
 
 def preflight_host_fact_problems(facts, gpu_facts, plan):

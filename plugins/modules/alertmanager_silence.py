@@ -103,7 +103,7 @@ waited_s:
 import datetime
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.alertmanager_api import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet._alertmanager_api import (
     Alertmanager, AlertmanagerError, active_alerts, normalise_matchers, parse_time, prometheus_alerts,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import EndpointError, JsonClient

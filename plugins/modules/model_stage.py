@@ -280,7 +280,7 @@ import errno
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_staging import stage, store_state
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import StageError
-from ansible_collections.blackwell.sglang.plugins.module_utils.host.priority import lower_priority
+from ansible_collections.blackwell.sglang.plugins.module_utils.host._priority import lower_priority
 
 
 def main():

@@ -19,7 +19,7 @@ description:
     O(base_url), once per workload and concurrency, and keeps per run the output tokens/s, requests/s, time to
     first token and inter-token latency at p50 and p99, the speculative accept length and the requests that failed.
   - The workloads are the product's, fixed and seeded (C(short_chat), C(long_prefill), C(multi_turn); see
-    C(module_utils/perf/workloads.py)), written into O(work_dir) in the benchmark's own dataset formats.
+    C(module_utils/perf/_workloads.py)), written into O(work_dir) in the benchmark's own dataset formats.
   - One process imports the benchmark once and runs the sweep (C(cli_main) per run, as the command line would).
     The API key reaches it as C(OPENAI_API_KEY) in its environment, never in argv. It sees no GPU
     (C(CUDA_VISIBLE_DEVICES) empty) - importing the benchmark would otherwise open a CUDA context on a GPU the server
@@ -126,7 +126,8 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.perf import serving_runs, workloads
+from ansible_collections.blackwell.sglang.plugins.module_utils.perf import _serving_runs as serving_runs
+from ansible_collections.blackwell.sglang.plugins.module_utils.perf import _workloads as workloads
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.durable_files import write_json_atomic
 
 

@@ -109,7 +109,7 @@ import time
 from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.canary import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet._canary import (
     figures, latency_buckets, problems, router_outcomes,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import Router

@@ -237,7 +237,7 @@ import socket
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.journal_notices import journal_completeness
+from ansible_collections.blackwell.sglang.plugins.module_utils.health._journal_notices import journal_completeness
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.listeners import established_peers, listeners
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log import parse_log
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_log_text import text_re

@@ -142,7 +142,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import (
     EndpointError, JsonClient, NoAnswer, http_request,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.answer_checks import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.health._answer_checks import (
     GOLDEN_PROMPTS, check_answer, degeneracy, needle_prompt,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_inflight import read_counts

@@ -178,3 +178,27 @@ def test_plugins_stay_a_size_a_reader_holds_in_mind():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
                 long.append("%s:%s (%d lines)" % (path.relative_to(ROOT), node.name, node.end_lineno - node.lineno + 1))
     assert not big and not long, big + long
+
+
+def test_private_helpers_are_marked_and_have_one_user():
+    """Issue 58: a helper used by one plugin alone is private to it, marked as community.general marks one: its name
+    starts with _ (module_utils and plugin_utils), and nothing but that one user imports it."""
+    import re
+
+    helpers = sorted(p for d in ("module_utils", "plugin_utils") for p in (ROOT / "plugins" / d).rglob("*.py")
+                     if p.name != "__init__.py")
+    sources = {p: p.read_text() for d in ("plugins", "benchmarks", "tests/sandbox") for p in (ROOT / d).rglob("*.py")}
+    wrong = []
+    for helper in helpers:
+        dotted = ".".join(helper.relative_to(ROOT / "plugins").with_suffix("").parts)
+        package, name = dotted.rsplit(".", 1)
+        # imported by its dotted path, from its package, or loaded by name ("health.sglang_observe": crash_to_verdict)
+        pattern = re.compile(r"%s\b|%s import [^\n]*\b%s\b|[\"']%s[\"']" % (
+            re.escape(dotted), re.escape(package), name, re.escape(dotted.split(".", 1)[1])))
+        users = [p for p, text in sources.items() if p != helper and pattern.search(text)]
+        if name.startswith("_") and len(users) != 1:
+            wrong.append("%s is marked private but has %d users" % (dotted, len(users)))
+        if not name.startswith("_") and len(users) == 1:
+            wrong.append("%s has one user (%s): mark it private (_%s)" % (dotted, users[0].name, name))
+    assert not wrong, wrong
+    assert len([h for h in helpers if h.name.startswith("_")]) >= 14

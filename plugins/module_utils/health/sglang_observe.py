@@ -26,9 +26,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.host.nvidia_smi i
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.unit_cgroup import cgroup_pids, show_fields
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.bounded import bounded, run_bounded
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_journal import (  # noqa: F401 - re-exported
-    JournalReader, journal_command, journal_since, oom_kills, parse_oom_kills,
-)
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_journal import JournalReader
 
 __metaclass__ = type
 

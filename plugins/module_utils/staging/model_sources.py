@@ -51,13 +51,13 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_mir
     DOWNLOAD_SUFFIX, METADATA_LIMIT, FetchError, Mirror, redact_url,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import StageError, existing_ancestor
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging.sha256_manifest import parse_manifest
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging._sha256_manifest import parse_manifest
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_source_base import (
     FileSource, checkpoint_files, fetch_header_index, fetch_index, index_figures, mirror_file, read_mirror_index,
     request_headers, run_pool, single_file,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_source_hub import HfSource
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging._model_source_hub import HfSource
 
 __metaclass__ = type
 

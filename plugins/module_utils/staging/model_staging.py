@@ -31,7 +31,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_sto
     JOURNAL, MANIFEST, PARTIAL_SUFFIX, Journal, StageError, check_label, current_points_to, flip_current,
     manifest_matches,
 )
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_verify import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging._model_verify import (
     bad_files, check_sums, verify_file, verify_tree,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.safetensors_header import verify_shard

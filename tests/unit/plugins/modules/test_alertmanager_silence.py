@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import alertmanager_silence as mod
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.alertmanager_api import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet._alertmanager_api import (
     AlertmanagerError, active_alerts, format_time, matches, normalise_matchers, parse_time,
 )
 

@@ -15,7 +15,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging import du
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_verify
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import _model_verify as model_verify
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 
 SHARDS = ["model-00001-of-000003.safetensors", "model-00002-of-000003.safetensors", "model-00003-of-000003.safetensors"]
@@ -307,7 +307,7 @@ def test_lower_priority_raises_niceness_and_sets_the_idle_io_class():
     code = (
         "import ctypes, os, platform, sys\n"
         "sys.path.insert(0, %r)\n"
-        "from priority import IOPRIO_SET, lower_priority\n"
+        "from _priority import IOPRIO_SET, lower_priority\n"
         "before = os.nice(0)\n"
         "r = lower_priority(5)\n"
         "get = {'x86_64': 252, 'aarch64': 31}.get(platform.machine())\n"

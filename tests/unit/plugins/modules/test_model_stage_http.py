@@ -21,7 +21,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging import du
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_sources
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_staging
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_store
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging import model_verify
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging import _model_verify as model_verify
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging import safetensors_header
 from ansible_collections.blackwell.sglang.plugins.modules import model_stage
 

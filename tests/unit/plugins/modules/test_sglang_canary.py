@@ -1,9 +1,9 @@
-"""The canary soak (module sglang_canary, module_utils/fleet/canary.py) without a network: the router's and the
+"""The canary soak (module sglang_canary, module_utils/fleet/_canary.py) without a network: the router's and the
 workers' /metrics as the real ones write them (tests/contract/test_router_api.py reads the real router's)."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.canary import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet._canary import (
     figures, histogram_quantile, latency_buckets, problems, router_outcomes,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.http.prometheus_text import samples

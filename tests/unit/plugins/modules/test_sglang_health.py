@@ -10,7 +10,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
 import http.server as BaseHTTPServer
-from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_observe
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import sglang_journal, sglang_observe
+from ansible_collections.blackwell.sglang.plugins.module_utils.host import bounded
 from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import count_schedulers, parse_show, probe_health
 from conftest import FIXTURES
 
@@ -343,7 +344,7 @@ def test_journal_is_read_by_cursor_and_stops_at_the_ready_line(tmp_path):
                "[t] The server is fired up and ready to roll!"]
     week = ["[t TP0] Decode batch, #running-req: 1, #token: %d" % i for i in range(5000)]
     prog, entries, calls = journal_fixture(tmp_path, startup + week)
-    reader = sglang_observe.JournalReader(prog, "u.service", timeout=10)
+    reader = sglang_journal.JournalReader(prog, "u.service", timeout=10)
     text = reader.text("inv1")
     assert text.splitlines()[-1] == "[t] The server is fired up and ready to roll!" and "Decode batch" not in text
     assert "64/64" in text.replace("\r", "\n")
@@ -357,7 +358,7 @@ def test_journal_is_read_by_cursor_and_stops_at_the_ready_line(tmp_path):
 
 def test_journal_falls_back_to_since_without_invocation_id(tmp_path):
     prog, _, calls = journal_fixture(tmp_path, ["x"])
-    sglang_observe.JournalReader(prog, "u.service").text(None, "Mon 2026-05-18 10:00:00 UTC")
+    sglang_journal.JournalReader(prog, "u.service").text(None, "Mon 2026-05-18 10:00:00 UTC")
     assert open(calls).read().split()[:3] == ["-u", "u.service", "-o"]
     assert "--since 2026-05-18 10:00:00" in open(calls).read()
 
@@ -366,10 +367,10 @@ def test_every_observation_call_is_time_boxed(tmp_path):
     slow = tmp_path / "nvidia-smi"
     slow.write_text("#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
-    rc, _, err = sglang_observe.run_bounded([str(slow)], 0.5)
+    rc, _, err = bounded.run_bounded([str(slow)], 0.5)
     assert rc is None and "timed out" in err
     assert sglang_observe.gpu_observation(str(slow), [1], 0.5) is None
-    assert sglang_observe.bounded(lambda: __import__("time").sleep(5), 0.2, "default") == "default"
+    assert bounded.bounded(lambda: __import__("time").sleep(5), 0.2, "default") == "default"
 
 
 def test_silent_capture_with_gpu_memory_moving_is_not_stalled(module_runner, monkeypatch):
@@ -494,7 +495,7 @@ OOM_KERNEL = [
 
 
 def test_oom_kills_of_the_unit_are_read_from_the_kernel_log_with_their_sizes():
-    kills = sglang_observe.parse_oom_kills(OOM_KERNEL, "sglang-kimi.service")
+    kills = sglang_journal.parse_oom_kills(OOM_KERNEL, "sglang-kimi.service")
     assert kills == [{"pid": 7716, "task": "sglang::schedul", "constraint": "CONSTRAINT_MEMCG",
                       "memcg": "/system.slice/sglang-kimi.service", "anon_rss_kib": 64172851, "file_rss_kib": 6612,
                       "shmem_rss_kib": 0}]
@@ -511,7 +512,7 @@ def test_a_host_oom_while_loading_is_crashed_with_the_kill_and_the_host_memory_h
 
     def kernel(journalctl, matches, since, unit, timeout, pids=()):
         seen.update(matches=matches, since=since, unit=unit)
-        return sglang_observe.parse_oom_kills(OOM_KERNEL, unit)
+        return sglang_journal.parse_oom_kills(OOM_KERNEL, unit)
     monkeypatch.setattr(sglang_health, "oom_kills", kernel)
     kind, result = module_runner(sglang_health, dict(ARGS, unit="sglang-kimi.service",
                                                      kernel_log_match=["SYSLOG_IDENTIFIER=kernel"]))
@@ -528,8 +529,8 @@ def test_oom_kills_are_attributed_by_pid_where_the_unit_has_no_memory_cgroup_of_
     """cgroup v1 without memory delegation (the sandbox's containers): the kernel names the container's memory cgroup,
     so a kill is the unit's when its PID was seen in the unit's cgroup during the watch."""
     lines = [line.replace("/system.slice/sglang-kimi.service", "/libpod_parent/libpod-46c1") for line in OOM_KERNEL]
-    assert sglang_observe.parse_oom_kills(lines, "sglang-kimi.service") == []
-    kills = sglang_observe.parse_oom_kills(lines, "sglang-kimi.service", pids={7716})
+    assert sglang_journal.parse_oom_kills(lines, "sglang-kimi.service") == []
+    kills = sglang_journal.parse_oom_kills(lines, "sglang-kimi.service", pids={7716})
     assert [(k["pid"], k["memcg"], k["anon_rss_kib"]) for k in kills] == [(7716, "/libpod_parent/libpod-46c1", 64172851)]
 
 

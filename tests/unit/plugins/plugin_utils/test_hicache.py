@@ -1,10 +1,10 @@
-"""HiCache host-memory budget and /dev/shm floor (plugins/plugin_utils/hicache.py, plugins/filter/preflight_budget.py).
+"""HiCache host-memory budget and /dev/shm floor (plugins/plugin_utils/_hicache.py, plugins/filter/preflight_budget.py).
 
 Figures are printed (pytest -s) so a reader can check the arithmetic by hand."""
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
+from ansible_collections.blackwell.sglang.plugins.plugin_utils._hicache import GB, GIB, device_kv_bytes_per_rank, hicache_budget, ranks_on_host, shm_errors
 from ansible_collections.blackwell.sglang.plugins.filter import preflight_budget as hicache_filter
 
 KIMI = {"tp-size": 8, "enable-hierarchical-cache": True}

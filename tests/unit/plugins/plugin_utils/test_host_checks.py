@@ -5,7 +5,7 @@ import copy
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.plugin_utils import host_checks as hc
+from ansible_collections.blackwell.sglang.plugins.plugin_utils import _host_checks as hc
 from conftest import load_lspci, load_text, load_yaml
 
 CASES = load_yaml("host_facts", "cases.yml")["cases"]

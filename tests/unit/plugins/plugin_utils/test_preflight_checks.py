@@ -3,7 +3,7 @@
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.blackwell.sglang.plugins.plugin_utils.preflight_checks import (
+from ansible_collections.blackwell.sglang.plugins.plugin_utils._preflight_checks import (
     DEFAULT_DRIVER_FLOORS, check_driver, check_gpus, compare_versions, index_ranges,
 )
 from conftest import load_yaml

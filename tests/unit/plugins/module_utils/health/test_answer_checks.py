@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.answer_checks import (
+from ansible_collections.blackwell.sglang.plugins.module_utils.health._answer_checks import (
     GOLDEN_PROMPTS, check_answer, degeneracy, needle_prompt,
 )
 

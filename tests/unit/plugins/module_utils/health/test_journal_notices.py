@@ -8,8 +8,8 @@ import pytest
 
 from ansible_collections.blackwell.sglang.plugins.modules import sglang_health
 from ansible.module_utils import basic
-from ansible_collections.blackwell.sglang.plugins.module_utils.health import journal_notices as jn
-from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_observe import journal_command
+from ansible_collections.blackwell.sglang.plugins.module_utils.health import _journal_notices as jn
+from ansible_collections.blackwell.sglang.plugins.module_utils.health.sglang_journal import journal_command
 from conftest import FIXTURES, load_yaml
 
 CASES = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(FIXTURES, "journal", "*.yml")))

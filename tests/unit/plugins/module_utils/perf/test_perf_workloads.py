@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.perf import serving_runs, workloads
+from ansible_collections.blackwell.sglang.plugins.module_utils.perf import _serving_runs as serving_runs
+from ansible_collections.blackwell.sglang.plugins.module_utils.perf import _workloads as workloads
 
 
 @pytest.mark.parametrize("name", sorted(workloads.WORKLOADS))

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.blackwell.sglang.plugins.module_utils.staging.sha256_manifest import parse_manifest, parse_sha256sums
+from ansible_collections.blackwell.sglang.plugins.module_utils.staging._sha256_manifest import parse_manifest, parse_sha256sums
 
 A, B = "a" * 64, "B" * 64
 

@@ -122,6 +122,7 @@ def check_numa(gpus, facts, environment=None, numa_node_option=None):
                                format_cpulist(i for n in outside for i in by_node[n])))
     return errors, warnings
 
+
 def _gpu_nodes(gpus, facts, nodes, env, numa_node_option, errors, warnings):
     """{GPU index: the NUMA node its rank binds to}: from --numa-node when given (checked against the host's nodes),
     else from each GPU's PCI device; appends what is wrong to ``errors`` and ``warnings``."""

@@ -21,7 +21,7 @@ removed) and ``host_problems``, which runs them all for the ``preflight_host_fac
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_journald import check_journald
-from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_numa import check_numa
+from ansible_collections.blackwell.sglang.plugins.module_utils.host._host_numa import check_numa
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_pci import check_acs, check_iommu, normalize_bdf
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_systemd import check_limits
 from ansible_collections.blackwell.sglang.plugins.module_utils.host.host_values import GB, GIB, gpus_text, human_bytes
