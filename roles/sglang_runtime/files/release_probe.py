@@ -39,7 +39,7 @@ names, per distribution, the objects with SASS for each capability and those lef
 
 The toolchain the unit's processes compile with at run time (``--toolchain-only`` checks just this; the service runs
 it before it writes a changed unit). The probe runs as the unit would (its user, its environment file: see
-roles/sglang_service/tasks/probe.yml), so what it finds is what the server will find:
+roles/sglang_runtime/tasks/probe.yml), so what it finds is what the server will find:
 
 * ``ninja`` on ``PATH``: FlashInfer 0.7.2 JIT-compiles a kernel at its first use by running a bare ``ninja``
   (``flashinfer/jit/cpp_ext.py``, ``run_ninja``); the ``ninja`` wheel puts it in the release venv's ``bin/``;
