@@ -96,3 +96,52 @@ def test_no_role_or_playbook_restates_a_deployment_fact(path):
     hits = restated(doc)
     assert not hits, "\n".join(f"{path.relative_to(ROOT)}: {key} = {text!r} restates {fact} (read it instead)"
                                for key, fact, text in hits)
+
+
+def _base_keys():
+    """The keys the base role sets (defaults/main/*.yml: the facts and the option model of sglang_service,
+    sglang_router, sglang_gateway and sglang_build) and derives (vars/main.yml): issue 39 moved them there."""
+    base = ROOT / "roles" / "deployment"
+    keys = {}
+    for path in sorted(base.glob("defaults/main/*.yml")) + [base / "vars" / "main.yml"]:
+        for key in yaml.safe_load(path.read_text()) or {}:
+            keys[key] = path.relative_to(ROOT)
+    return keys
+
+
+def _definitions(path):
+    """The variable names a defaults or vars file, or a playbook's plays (vars:) and set_fact tasks, define."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    if isinstance(doc, dict):
+        return set(doc)
+    names = set()
+    for play in doc:
+        if isinstance(play, dict):
+            names |= set(play.get("vars") or {})
+    return names
+
+
+def test_the_moved_keys_are_defined_in_the_base_role_alone():
+    """Each key the base role sets or derives has that one definition: no other role's defaults or vars, and no
+    playbook's play vars, define it again (a second definition would win or lose by precedence, silently).
+    Overriding one for a single task (an include's vars) is a caller's input, not a definition, and is not scanned."""
+    keys = _base_keys()
+    assert {"sglang_service_user", "sglang_router_port", "sglang_gateway_port", "sglang_build_method",
+            "sglang_service_effective_options", "sglang_service_endpoint", "sglang_router_published"} <= set(keys)
+    again = []
+    for pattern in ("roles/*/defaults/*.yml", "roles/*/defaults/main/*.yml", "roles/*/vars/*.yml", "playbooks/*.yml"):
+        for path in sorted(ROOT.glob(pattern)):
+            if "roles/deployment/" in path.as_posix():
+                continue
+            again += ["%s defines %s, set in %s" % (path.relative_to(ROOT), k, keys[k])
+                      for k in sorted(_definitions(path) & set(keys))]
+    assert not again, again
+
+
+def test_the_moved_keys_scan_finds_a_second_definition(tmp_path):
+    path = tmp_path / "main.yml"
+    path.write_text("sglang_router_port: 31000\nother: 1\n")
+    assert _definitions(path) & set(_base_keys()) == {"sglang_router_port"}
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "vars": {"sglang_gateway_port": 1}, "tasks": []}]))
+    assert _definitions(play) & set(_base_keys()) == {"sglang_gateway_port"}
