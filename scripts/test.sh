@@ -34,7 +34,7 @@ step "unit, stand-in and contract tests"
 # The hf source's test against the real huggingface_hub: the controller venv's is the pinned 2.4.0 the nodes install.
 export MODEL_STAGE_HF_PYTHON="${MODEL_STAGE_HF_PYTHON:-$PWD/.venv/bin/python}"
 # On both cores (pytest-xdist): each test owns its temporary paths and ports.
-python -m pytest -q -rs -n 2 tests/unit tests/standins tests/contract
+python -m pytest -q -rs -n 2 --durations=15 tests/unit tests/standins tests/contract
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS
@@ -76,8 +76,11 @@ fleet_checks() {
   # The rest of a window (out of rotation - drain - restart-to-ready) is 12-14 s alone on a 2-core machine (the
   # benchmark prints it against the 15 s); CI gates at 20 s for a busier machine: the old flow's 30-33 s, or a
   # build or a staging inside the window (minutes), still fails it.
+  # Each switching case loads the fleet 8 s before its playbook (the benchmark's default 20 s measures a p99 at rest,
+  # which CI does not judge; six cases, 72 s).
   python benchmarks/rolling_redeploy.py --case auth --case router-down --case refusals --case crash --case rollback \
-    --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20 || return 1
+    --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20 --rest-s 8 \
+    || return 1
   # The fleet's two-node group (gpu-1 + gpu-2): only rank 0 a router worker, the group stopped from rank 0, rank 0
   # alone stalled in init_parallel naming gpu-2, a rank of gpu-2 killed reported crashed by name (left broken: last).
   step "multi-node group (fleet: who serves, the stop, a missing node, a dead rank)"
