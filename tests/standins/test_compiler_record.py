@@ -14,6 +14,8 @@ sys.path.insert(0, str(ROOT / "tests" / "sandbox"))
 import compiler_record  # noqa: E402 - the harness's module, above
 
 BASE = os.nice(0)  # the niceness this test runs at stands for the server's
+# the preparation's priority, 10 above the server's, must be reachable from where this test runs
+needs_headroom = pytest.mark.skipif(BASE > 9, reason="the test runs at nice %d: nothing can run 10 above it" % BASE)
 
 
 @pytest.fixture
@@ -33,6 +35,7 @@ def toolkit(tmp_path):
     return home, log
 
 
+@needs_headroom
 def test_every_start_is_recorded_with_its_nice_and_parent(toolkit):
     home, log = toolkit
     nvcc = str(home / "bin" / "nvcc")
@@ -46,12 +49,13 @@ def test_every_start_is_recorded_with_its_nice_and_parent(toolkit):
     assert cicc.returncode == 0
     procs = compiler_record.parse(log.read_text())
     assert [(p["name"], p["nice"], p["rc"]) for p in procs] == [
-        ("nvcc", BASE, 0), ("nvcc", min(BASE + 10, 19), 3), ("cicc", BASE, 0)]
+        ("nvcc", BASE, 0), ("nvcc", BASE + 10, 3), ("cicc", BASE, 0)]
     assert procs[0]["ppid"] == os.getpid() and "python" in procs[0]["ancestors"]
     assert procs[2]["parent"].startswith("sh -c %s/nvvm/bin/cicc" % home)
     assert all(p["start"] <= p["end"] for p in procs)
 
 
+@needs_headroom
 def test_a_compile_at_the_server_priority_is_caught_however_short(toolkit):
     home, log = toolkit
     subprocess.run(["nice", "-n", "10", str(home / "bin" / "nvcc"), "--version"], check=True, capture_output=True)
@@ -61,7 +65,7 @@ def test_a_compile_at_the_server_priority_is_caught_however_short(toolkit):
     procs = compiler_record.parse(log.read_text())
     assert procs[1]["end"] - procs[1]["start"] < 1.0
     judged = compiler_record.figures(procs, windows=[], until=ended, server_nice=BASE)
-    assert judged["processes"] == 2 and judged["nice"] == sorted({BASE, min(BASE + 10, 19)})
+    assert judged["processes"] == 2 and judged["nice"] == sorted({BASE, BASE + 10})
     assert len(judged["at_server_priority"]) == 1
     assert judged["at_server_priority"][0].startswith("nvcc(pid %d, nice %d, started by " % (procs[1]["pid"], BASE))
     # the one at the preparation's priority is not, and neither is out of rotation unless its span meets a window
