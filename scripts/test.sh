@@ -108,13 +108,13 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     lane $MOLECULE_SCENARIOS $rolling
   else
     # Two lanes at once: each scenario has its own container and network, and the faults and monitoring scenarios
-    # mostly wait on their time-scaled windows, so on 2 cores the pair takes about as long as the longer lane. Balanced
-    # by the times of 2026-12-06 (in lanes; the real SGLang closure in every scenario but releases): faults 14,
-    # monitoring 11 beside default 8.5 (its side effect compiles FlashInfer's real module), releases 4, staging 5.5,
-    # preflight 2 and the fleet's deploy 4 minutes, then the fleet's checks (half an hour), whose start overlaps the
-    # end of monitoring.
-    lane_a="faults monitoring"
-    lane_b="default releases staging preflight $rolling"
+    # mostly wait on their time-scaled windows. The fleet (its deploy, then its checks: the longest job) starts first,
+    # so that neither lane waits on the other at the end: by the times of 2026-12-06 (stop 56's CI), faults 14,
+    # monitoring 11, default 8.5 (its side effect compiles FlashInfer's real module) and preflight 2 minutes beside the
+    # fleet's deploy 4 and checks 27, then releases 4 and staging 5.5. (Issue 58: with the fleet last, its checks
+    # started 29 minutes in and the other lane sat idle for its last 23.)
+    lane_a="faults monitoring default preflight"
+    lane_b="$rolling releases staging"
     step "molecule in two lanes: [$lane_a] beside [$lane_b]"
     # shellcheck disable=SC2086
     lane $lane_a & pid_a=$!
