@@ -270,10 +270,12 @@ class Compilers:
     def start(self):
         self.self_test = {}
         for node in ALL_NODES:
-            if not podman("exec", node, "sh", "-c", compiler_record.install_script()).split():
-                raise SystemExit("FAIL: %s has no CUDA compiler under /usr/local/cuda*/bin to record" % node)
-            nvcc = podman("exec", node, "sh", "-c", "ls /usr/local/cuda*/bin/nvcc | head -n 1")
-            podman("exec", node, "nice", "-n", str(self.SELF_TEST_NICE), nvcc, "--version")
+            # the install prints each path it wrapped: the node's nvcc is among them, or there is nothing to record
+            nvcc = [p for p in podman("exec", node, "sh", "-c", compiler_record.install_script()).split()
+                    if p.endswith("/bin/nvcc")]
+            if not nvcc:
+                raise SystemExit("FAIL: %s has no nvcc under /usr/local/cuda*/bin to record" % node)
+            podman("exec", node, "nice", "-n", str(self.SELF_TEST_NICE), nvcc[0], "--version")
             mine = compiler_record.parse(podman("exec", node, "cat", compiler_record.LOG))
             if [(p["name"], p["nice"], p["rc"]) for p in mine] != [("nvcc", self.SELF_TEST_NICE, 0)]:
                 raise SystemExit("FAIL: %s's compiler record did not record the harness's own nvcc at nice %d: %s"
