@@ -17,24 +17,11 @@ SECONDS=0
 took() { printf '%dm%02ds' $(((SECONDS - $1) / 60)) $(((SECONDS - $1) % 60)); }
 step() { printf '== [%s] %s\n' "$(took 0)" "$*"; }
 
-step "ansible-lint (profile production)"
-ansible-lint
-step "the collection: changelog fragments (antsibull-changelog lint), then ansible-test sanity on the built tarball"
-antsibull-changelog lint
-tests/sanity/run.sh
-step "the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
-tests/contract/install_real_sglang.sh
-step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
-tests/contract/install_real_router.sh
-# The stand-ins before the tests: the router contract tests run the simulator on the stand-in checkpoint (they skip
-# without it, as they did on every clean clone before) and the molecule scenarios mount them.
-step "stand-ins (.sandbox/artifacts, a no-op when their recipes are unchanged)"
-python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
-step "unit, stand-in and contract tests"
-# The hf source's test against the real huggingface_hub: the controller venv's is the pinned 2.4.0 the nodes install.
-export MODEL_STAGE_HF_PYTHON="${MODEL_STAGE_HF_PYTHON:-$PWD/.venv/bin/python}"
-# On both cores (pytest-xdist): each test owns its temporary paths and ports.
-python -m pytest -q -rs -n 2 --durations=15 tests/unit tests/standins tests/contract
+# A failed job's last lines, kept for the end of the output (.cache/failed-*.txt): a lane that fails early is printed
+# above the other lane's next half hour, where a reader of the output's tail (CI's summary) never sees it.
+failed() {
+  { echo "== $1 failed; the end of $2:"; tail -n 60 "$2"; } > ".cache/failed-${1// /-}.txt"
+}
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
   local name=$1 t0=$SECONDS
@@ -43,24 +30,27 @@ scenario() {
   else
     echo "   molecule $name FAILED after $(took "$t0"); the end of .cache/molecule-$name.log:"
     tail -n 150 ".cache/molecule-$name.log"
+    failed "molecule $name" ".cache/molecule-$name.log"
     return 1
   fi
 }
 # A fresh fleet (3 GPU nodes, two of them one multi-node group, + the real router) for the rolling redeploy, its deploy log in .cache/fleet-deploy.log.
 fleet() {
   local t0=$SECONDS
+  rm -f .cache/fleet-deployed
   scripts/sandbox-fleet.sh --destroy >/dev/null
   if scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1; then
+    touch .cache/fleet-deployed
     echo "   fleet sandbox deployed in $(took "$t0")"
   else
     echo "   fleet sandbox deploy FAILED; the end of .cache/fleet-deploy.log:"
     tail -n 80 .cache/fleet-deploy.log
+    failed "fleet deploy" .cache/fleet-deploy.log
     return 1
   fi
 }
-# The fleet's checks under load, on the fleet just deployed: they run in their lane right after the fleet's deploy,
-# beside the other lane's last scenario (the lanes are balanced so that the overlap is short). Called in an && list,
-# where set -e does not reach: each check returns its own failure.
+# The fleet's checks under load, on the fleet deployed beside the tests: the first job of their lane. Called in an &&
+# list, where set -e does not reach: each check returns its own failure.
 fleet_checks() {
   # The public entries without and with the key (401 / 200, the key nowhere on the router host but its keys file);
   # the rollout refused with the router down, a bad option, an unhealthy node and a held lock (no node leaves
@@ -80,51 +70,95 @@ fleet_checks() {
   # which CI does not judge; six cases, 72 s).
   python benchmarks/rolling_redeploy.py --case auth --case router-down --case refusals --case crash --case rollback \
     --case degenerate --case gate --case canary --case rotate --case elastic --check --max-rest-s 20 --rest-s 8 \
-    || return 1
+    | tee .cache/fleet-checks.log || { failed "rolling redeploy" .cache/fleet-checks.log; return 1; }
   # The fleet's two-node group (gpu-1 + gpu-2): only rank 0 a router worker, the group stopped from rank 0, rank 0
   # alone stalled in init_parallel naming gpu-2, a rank of gpu-2 killed reported crashed by name (left broken: last).
   step "multi-node group (fleet: who serves, the stop, a missing node, a dead rank)"
-  python benchmarks/multinode_group.py --check || return 1
+  python benchmarks/multinode_group.py --check | tee .cache/multinode.log \
+    || { failed "multi-node group" .cache/multinode.log; return 1; }
   scripts/sandbox-fleet.sh --destroy >/dev/null
 }
+# One lane: its jobs one after another, the first failure ends it. "fleet" is the fleet's checks, on the fleet
+# deployed beside the tests (a failed deploy fails them), or deployed here first (MOLECULE_SCENARIOS).
 lane() {
   local job
   for job in "$@"; do
-    if [ "$job" = fleet ]; then fleet && fleet_checks || return 1; else scenario "$job" || return 1; fi
+    if [ "$job" = fleet ]; then
+      if [ -n "$fleet_pid" ]; then [ -e .cache/fleet-deployed ] || return 1; else fleet || return 1; fi
+      fleet_checks || return 1
+    else
+      scenario "$job" || return 1
+    fi
   done
 }
 
 rolling=""
 if [ -z "${SKIP_MOLECULE:-}" ] && [ -z "${SKIP_ROLLING:-}" ]; then rolling=fleet; fi
+mkdir -p .cache && rm -f .cache/failed-*.txt
+# The stand-ins before the tests: the router contract tests run the simulator on the stand-in checkpoint (they skip
+# without it, as they did on every clean clone before) and the molecule scenarios mount them.
+step "stand-ins (.sandbox/artifacts, a no-op when their recipes are unchanged)"
+python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
+fleet_pid=""
 if [ -z "${SKIP_MOLECULE:-}" ]; then
-  mkdir -p .cache
   # The node image once, before any scenario (the stand-ins are built above): each scenario's dependency step is then
   # a no-op.
   step "node image"
   tests/sandbox/image/build-image.sh >/dev/null
+  if [ -n "$rolling" ]; then
+    # The fleet deploys beside the lint and the tests (apt, the builds and its loads mostly wait on I/O and time), its
+    # output in files: a failed step above ends the script without waiting for it.
+    step "the fleet sandbox's deploy, in the background until the molecule lanes (.cache/fleet-deploy.log)"
+    fleet > .cache/fleet-deploy.out 2>&1 & fleet_pid=$!
+  fi
+fi
+# The fleet's deploy's end (its figures, or its failure's tail), before the lanes.
+wait_fleet_deploy() {
+  [ -n "$fleet_pid" ] || return 0
+  local rc=0
+  wait "$fleet_pid" || rc=$?
+  cat .cache/fleet-deploy.out
+  # a failed deploy fails the fleet's lane at its first job; the other lanes run all the same
+  [ "$rc" = 0 ] || echo "   the fleet's checks will not run: its deploy failed"
+}
+step "ansible-lint (profile production)"
+ansible-lint
+step "the collection: changelog fragments (antsibull-changelog lint), then ansible-test sanity on the built tarball"
+antsibull-changelog lint
+tests/sanity/run.sh
+step "the real SGLang 0.5.23 parser for the contract tests (.venv-sglang, a no-op when present)"
+tests/contract/install_real_sglang.sh
+step "the real sglang-router 0.3.2 for the router contract tests (.venv-router, a no-op when present)"
+tests/contract/install_real_router.sh
+step "unit, stand-in and contract tests"
+# The hf source's test against the real huggingface_hub: the controller venv's is the pinned 2.4.0 the nodes install.
+export MODEL_STAGE_HF_PYTHON="${MODEL_STAGE_HF_PYTHON:-$PWD/.venv/bin/python}"
+# On both cores (pytest-xdist): each test owns its temporary paths and ports.
+python -m pytest -q -rs -n 2 --durations=15 tests/unit tests/standins tests/contract
+if [ -z "${SKIP_MOLECULE:-}" ]; then
+  wait_fleet_deploy
   if [ -n "${MOLECULE_SCENARIOS:-}" ]; then
     step "molecule scenarios one after another: $MOLECULE_SCENARIOS${rolling:+, then the fleet sandbox}"
     # shellcheck disable=SC2086  # a list of scenario names
     lane $MOLECULE_SCENARIOS $rolling
   else
-    # Two lanes at once: each scenario has its own container and network, and the faults and monitoring scenarios
-    # mostly wait on their time-scaled windows, so on 2 cores the pair takes about as long as the longer lane. The
-    # fleet's checks (the longest job, and the one that times its windows) run last, mostly alone. Issue 58 measured
-    # the other order, the fleet first beside faults, monitoring, default and preflight: every scenario ran 1.3 to 1.9
-    # times slower beside the fleet, and the command took 63 minutes (2026-12-07, f1c85b6), against 58 in this order
-    # (stop 56's CI: faults 14, monitoring 11 beside default 7.5, releases 3.5, staging 5, preflight 1.5 and the
-    # fleet's deploy 4 minutes, then its checks, 27 then, about 20 since the fleet loads in ~35 s).
-    lane_a="faults monitoring"
-    lane_b="default releases staging preflight $rolling"
-    step "molecule in two lanes: [$lane_a] beside [$lane_b]"
-    # shellcheck disable=SC2086
-    lane $lane_a & pid_a=$!
-    # shellcheck disable=SC2086
-    lane $lane_b & pid_b=$!
+    # Three lanes at once, each scenario with its own container and network. On 2 cores the suite is bound by its
+    # CPU work and by its longest chain, the fleet (its deploy beside the tests above, then its checks): the faults
+    # scenario alone keeps a quarter of the cores busy, the fleet's checks about 60 %, the others wait on their
+    # time-scaled windows as well, so three lanes fill the cores where two left them idle. Issue 58 measured two lanes:
+    # 63 minutes with the fleet first beside faults, monitoring, default and preflight (f1c85b6), 70 in CI with the
+    # fleet's checks last, mostly alone (2b832e9). MOLECULE_LANES overrides the lanes ("a b | c | fleet d").
+    lanes="${MOLECULE_LANES:-${rolling:+fleet preflight | }faults monitoring | default releases staging}"
+    step "molecule in lanes: [${lanes//|/] beside [}]"
+    pids=()
+    IFS='|' read -r -a lane_list <<< "$lanes"
+    for jobs in "${lane_list[@]}"; do
+      # shellcheck disable=SC2086  # a list of jobs
+      lane $jobs & pids+=($!)
+    done
     status=0
-    wait "$pid_a" || status=1
-    wait "$pid_b" || status=1
-    [ "$status" = 0 ] || { echo "FAIL: a molecule lane failed (see above)" >&2; exit 1; }
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    [ "$status" = 0 ] || { cat .cache/failed-*.txt 2>/dev/null; echo "FAIL: a molecule lane failed (above)" >&2; exit 1; }
   fi
   # The stand-in HF token set by molecule/default/converge.yml must never reach Ansible's output.
   if grep -q hf_moleculeSECRETtoken0123456789 .cache/molecule-*.log .cache/fleet-deploy.log 2>/dev/null; then
