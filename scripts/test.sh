@@ -20,7 +20,9 @@ step() { printf '== [%s] %s\n' "$(took 0)" "$*"; }
 # A failed job's last lines, kept for the end of the output (.cache/failed-*.txt): a lane that fails early is printed
 # above the other lane's next half hour, where a reader of the output's tail (CI's summary) never sees it.
 failed() {
-  { echo "== $1 failed; the end of $2:"; tail -n 60 "$2"; } > ".cache/failed-${1// /-}.txt"
+  # with the machine's free memory then: every sandbox node reads the one MemAvailable (SGLang sizes HiCache by it)
+  { echo "== $1 failed ($(grep MemAvailable /proc/meminfo)); the end of $2:"; tail -n 60 "$2"; } \
+    > ".cache/failed-${1// /-}.txt"
 }
 # One molecule scenario, its output in .cache/molecule-<scenario>.log (its tail printed on failure).
 scenario() {
