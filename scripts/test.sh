@@ -149,9 +149,8 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     # scenario alone keeps a quarter of the cores busy, the fleet's checks about 60 %, the others wait on their
     # time-scaled windows as well, so three lanes fill the cores where two left them idle. Issue 58 measured two lanes:
     # 63 minutes with the fleet first beside faults, monitoring, default and preflight (f1c85b6), 70 in CI with the
-    # fleet's checks last, mostly alone (2b832e9). In three lanes (8be38a6) the tests ended at 9m47s, and then the
-    # fleet's checks, faults (18m18s) + monitoring and default (16m52s) + releases + staging each took about 35
-    # minutes; preflight went from the fleet's lane to the shortest. MOLECULE_LANES overrides the lanes
+    # fleet's checks last, mostly alone (2b832e9). In these three lanes (488301f) the tests ended at 9m43s, each lane
+    # took 31-32 minutes and the command 42m43s (docs/sandbox.md has the table). MOLECULE_LANES overrides the lanes
     # ("a b | c | fleet d"). Every node of every lane shares the machine's memory and disk: SGLang sizes HiCache by
     # MemAvailable, preflight counts the free disk (the fleet's pools are not touched, see its fleet.yml).
     lanes="${MOLECULE_LANES:-${rolling:+fleet | }faults monitoring | default releases staging preflight}"
