@@ -39,10 +39,8 @@ scenario() {
 # A fresh fleet (3 GPU nodes, two of them one multi-node group, + the real router) for the rolling redeploy, its deploy log in .cache/fleet-deploy.log.
 fleet() {
   local t0=$SECONDS
-  rm -f .cache/fleet-deployed
   scripts/sandbox-fleet.sh --destroy >/dev/null
   if scripts/sandbox-fleet.sh > .cache/fleet-deploy.log 2>&1; then
-    touch .cache/fleet-deployed
     echo "   fleet sandbox deployed in $(took "$t0")"
   else
     echo "   fleet sandbox deploy FAILED; the end of .cache/fleet-deploy.log:"
@@ -51,7 +49,7 @@ fleet() {
     return 1
   fi
 }
-# The fleet's checks under load, on the fleet deployed beside the tests: the first job of their lane. Called in an &&
+# The fleet's checks under load, on the fleet deployed beside the tests: the first job of their lane. Called in a ||
 # list, where set -e does not reach: each check returns its own failure.
 fleet_checks() {
   # The public entries without and with the key (401 / 200, the key nowhere on the router host but its keys file);
@@ -86,7 +84,7 @@ lane() {
   local job
   for job in "$@"; do
     if [ "$job" = fleet ]; then
-      if [ -n "$fleet_pid" ]; then [ -e .cache/fleet-deployed ] || return 1; else fleet || return 1; fi
+      if [ -n "$fleet_pid" ]; then [ "$fleet_rc" = 0 ] || return 1; else fleet || return 1; fi
       fleet_checks || return 1
     else
       scenario "$job" || return 1
@@ -101,7 +99,7 @@ mkdir -p .cache && rm -f .cache/failed-*.txt
 # without it, as they did on every clean clone before) and the molecule scenarios mount them.
 step "stand-ins (.sandbox/artifacts, a no-op when their recipes are unchanged)"
 python tests/sandbox/build_artifacts.py --out .sandbox/artifacts
-fleet_pid=""
+fleet_pid="" fleet_rc=""
 if [ -z "${SKIP_MOLECULE:-}" ]; then
   # The node image once, before any scenario (the stand-ins are built above): each scenario's dependency step is then
   # a no-op.
@@ -114,14 +112,15 @@ if [ -z "${SKIP_MOLECULE:-}" ]; then
     fleet > .cache/fleet-deploy.out 2>&1 & fleet_pid=$!
   fi
 fi
-# The fleet's deploy's end (its figures, or its failure's tail), before the lanes.
+# The fleet's deploy's end (its figures, or its failure's tail) and its status (fleet_rc, which the lanes inherit),
+# before the lanes.
 wait_fleet_deploy() {
   [ -n "$fleet_pid" ] || return 0
-  local rc=0
-  wait "$fleet_pid" || rc=$?
+  fleet_rc=0
+  wait "$fleet_pid" || fleet_rc=$?
   cat .cache/fleet-deploy.out
   # a failed deploy fails the fleet's lane at its first job; the other lanes run all the same
-  [ "$rc" = 0 ] || echo "   the fleet's checks will not run: its deploy failed"
+  [ "$fleet_rc" = 0 ] || echo "   the fleet's checks will not run: its deploy failed"
 }
 step "ansible-lint (profile production)"
 ansible-lint
