@@ -784,6 +784,61 @@ def test_the_drains_first_check_comes_0_to_5_s_after_sigterm(start, ckpt):
     assert max(delays) - min(delays) >= 0.3, delays  # the check's phase is the watchdog's, not the signal's
 
 
+def test_after_sigterm_new_requests_are_admitted_and_drained_too(start, ckpt):
+    """managers/tokenizer_manager.py (0.5.23): SIGTERM sets gracefully_exit, which only /health and /ready read (503);
+    generate requests are still admitted, and sigterm_watchdog's drain (no deadline) waits for them as well. A node
+    stopped while the router still sends to it takes requests it then has to finish, or cut at TimeoutStopSec."""
+    sim = start(["--model-path", str(ckpt), "--enable-metrics"],
+                env={"SGLANG_SIM_REQUEST_S": "3.0", "SGLANG_SIM_DRAIN_POLL_S": "0.5"})
+    sim.wait_ready()
+    ask = {"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"thinking": False}}
+    results = []
+
+    def chat():
+        sent = time.monotonic()
+        results.append((sent, sim.post("/v1/chat/completions", ask, timeout=30)[0], time.monotonic()))
+    first = threading.Thread(target=chat)
+    first.start()
+    sim.wait_for(lambda: re.search(r"sglang:num_running_reqs\{[^}]*\} 1\.0", sim.get("/metrics")[1].decode()), 5,
+                 "a request in flight")
+    os.kill(sim.proc.pid, signal.SIGTERM)
+    sim.wait_for(lambda: "Gracefully exiting" in sim.log, 5, "the drain")
+    assert sim.get("/health")[0] == 503 and sim.get("/ready")[0] == 503
+    late = threading.Thread(target=chat)  # sent after the drain began: admitted, served, waited for
+    late.start()
+    first.join(timeout=20)
+    late.join(timeout=20)
+    assert [status for dummy, status, dummy in results] == [200, 200]
+    assert sim.wait_exit(15) == 0
+    assert re.search(r"Gracefully exiting\.\.\. Remaining number of requests 2\.", sim.log), sim.log[-2000:]
+
+
+def test_sgl_force_shutdown_ends_the_drain_at_once(start, ckpt):
+    """tokenizer_manager.py sigterm_watchdog: with SGL_FORCE_SHUTDOWN set in the server's environment the first check
+    after SIGTERM exits without waiting for the requests in flight (they are cut)."""
+    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_REQUEST_S": "8.0", "SGLANG_SIM_DRAIN_POLL_S": "0.5",
+                                                   "SGL_FORCE_SHUTDOWN": "1"})
+    sim.wait_ready()
+    result = {}
+
+    def chat():
+        try:
+            result["status"] = sim.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]},
+                                        timeout=30)[0]
+        except Exception as exc:  # the connection is cut
+            result["error"] = exc
+    t = threading.Thread(target=chat)
+    t.start()
+    time.sleep(1.0)
+    sent = time.monotonic()
+    os.kill(sim.proc.pid, signal.SIGTERM)
+    assert sim.wait_exit(15) is not None
+    assert time.monotonic() - sent < 6.0
+    t.join(timeout=10)
+    assert "status" not in result or result["status"] != 200
+    assert "Signal SIGTERM received while force shutdown flag set. Force exiting." in sim.log
+
+
 def test_an_over_length_input_is_the_clients_400_with_0_5_23s_body(start, ckpt):
     """managers/tokenizer_manager.py raises ValueError for an input at or past the context length (and for input +
     max_new_tokens past it); the OpenAI route answers 400 with an ErrorResponse (type BadRequest, or BadRequestError

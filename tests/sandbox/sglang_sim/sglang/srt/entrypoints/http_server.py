@@ -857,7 +857,10 @@ SCHEDULER_EXIT_TIMEOUT_SECS = 15
 def sigterm_watchdog():
     """managers/tokenizer_manager.py sigterm_watchdog: a task from start-up that looks every 5 s whether SIGTERM came
     (so the drain's first check comes 0-5 s after it), drains, sends ShutdownReq, waits up to 15 s for the schedulers
-    (they unpin the HiCache pool on the way out) and names the ones it must kill."""
+    (they unpin the HiCache pool on the way out) and names the ones it must kill. The drain has no deadline: it ends
+    at zero requests, at an UnHealthy server or with SGL_FORCE_SHUTDOWN set; and nothing stops new requests meanwhile
+    (only /health and /ready turn 503, ``gracefully_exit``): a request that arrives after SIGTERM is admitted, and
+    the drain waits for it too."""
     poll = sim_config.get_float("SGLANG_SIM_DRAIN_POLL_S")
     while not STATE.gracefully_exit:
         time.sleep(poll)
@@ -867,6 +870,10 @@ def sigterm_watchdog():
         remain_num_req = len(remaining_rids)
         if STATE.status == "UnHealthy":
             logger.error("Signal SIGTERM received while health check failed. Force exiting.")
+            break
+        # utils/common.py get_bool_env_var: "true" or "1", read at each check (the server's own environment)
+        if os.environ.get("SGL_FORCE_SHUTDOWN", "false").lower() in ("true", "1"):
+            logger.error("Signal SIGTERM received while force shutdown flag set. Force exiting.")
             break
         logger.info(f"Gracefully exiting... Remaining number of requests {remain_num_req}. "
                     f"Remaining requests {remaining_rids=}.")
