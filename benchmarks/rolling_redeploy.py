@@ -98,11 +98,11 @@ def _yaml(*path):
         return yaml.safe_load(fh)
 
 
-# Read from their one place: roles/deployment (the router's and each node's port, the rollout lock) and the fleet's
+# Read from their one place: roles/deployment (the router's and each node's port), roles/rollout (the lock) and the fleet's
 # group vars (the SGLang options every fleet node has; a host overlay replaces the variable, so it must carry them).
 DEPLOYMENT = _yaml("roles", "deployment", "defaults", "main", "main.yml")
 PORT = int(DEPLOYMENT["deployment_port"])
-LOCK = DEPLOYMENT["deployment_rollout_lock"]
+LOCK = _yaml("roles", "rollout", "defaults", "main.yml")["rollout_lock_path"]
 FLEET = _yaml("inventory", "sandbox-fleet", "group_vars", "gpu_nodes", "fleet.yml")
 FLEET_OPTIONS = FLEET.get("sglang_service_extra_options") or {}
 # A long prompt: its prefill holds a node's scheduler 3 s past the fleet's /health bound, so /health answers 503 on a
@@ -739,15 +739,15 @@ def listed_healthy(node):
     return lambda healthy: any(u.endswith("%s:%d" % (node, PORT)) for u in healthy)
 
 
-def refused(name, workdir, extra, expect, vars_by_host=None):
-    """Run the rollout expecting a refusal: rc != 0, a line with every text in ``expect``, no node out of rotation,
-    nothing changed on any node (release, model, unit invocation)."""
+def refused(name, workdir, extra, expect, vars_by_host=None, playbook="playbooks/rolling_redeploy.yml"):
+    """Run the rollout (or ``playbook``) expecting a refusal: rc != 0, a line with every text in ``expect``, no node
+    out of rotation, nothing changed on any node (release, model, unit invocation)."""
     inv = os.path.join(workdir, "%s-overlay.json" % name)
     overlay(inv, vars_by_host or {})
     before = node_state()
     rotation = Rotation(router_url())
     rotation.start()
-    rc, wall, out = ansible(["-i", inv, "playbooks/rolling_redeploy.yml", *extra], os.path.join(workdir, name + ".log"))
+    rc, wall, out = ansible(["-i", inv, playbook, *extra], os.path.join(workdir, name + ".log"))
     rotation.stop()
     after = node_state()
     flat = " ".join(out.split())  # a long message may be folded over lines by the output format
@@ -785,13 +785,21 @@ def refusals_case(workdir):
         podman("exec", NODES[1], "systemctl", "kill", "--signal=SIGCONT", UNIT)
     if not wait_router(listed_healthy(NODES[1]), "%s healthy again" % NODES[1]):
         problems.append("refusals/guard: %s is not healthy again after SIGCONT" % NODES[1])
-    # Another rollout holds the lock (taken with the play's own module): this run is refused, the lock stays its.
+    # Another rollout holds the lock (taken with the play's own module): this run is refused, the lock stays its. So
+    # is every other playbook that takes nodes out of rotation (issue 59: rollback.yml used to take none).
     lock = ["ansible", "-i", os.path.join(ROOT, "inventory", "sandbox-fleet"), ROUTER, "-m", "blackwell.sglang.rollout_lock", "-a"]
     other = "path=%s owner='benchmark: another rollout'" % LOCK
     subprocess.run(lock + [other], cwd=ROOT, check=True, capture_output=True)
     try:
         problems += refused("lock", workdir, ["-e", "rolling_redeploy_force=true"],
                             ["another rollout holds the lock", "benchmark: another rollout"])
+        problems += refused("lock-rollback", workdir, ["-e", "rollback_nodes=%s" % NODES[0]],
+                            ["another rollout holds the lock", "benchmark: another rollout"],
+                            playbook="playbooks/rollback.yml")
+        held = subprocess.run(["podman", "exec", ROUTER, "cat", LOCK], capture_output=True, text=True).stdout
+        print("   the lock after both refusals: %s" % held.strip())
+        if "benchmark: another rollout" not in held:
+            problems.append("refusals/lock: a refused run released or replaced the other run's lock: %r" % held)
     finally:
         subprocess.run(lock + [other + " state=absent"], cwd=ROOT, check=True, capture_output=True)
     return problems
