@@ -29,7 +29,7 @@ from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_ind
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_sources import make_source
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging.model_store import (
     JOURNAL, MANIFEST, PARTIAL_SUFFIX, Journal, StageError, check_label, current_points_to, flip_current,
-    manifest_matches,
+    make_readable, manifest_matches,
 )
 from ansible_collections.blackwell.sglang.plugins.module_utils.staging._model_verify import (
     bad_files, check_sums, verify_file, verify_tree,
@@ -175,6 +175,13 @@ def staged(module, source, final, model_dir, current, result, progress_file):
     changed = manifest_matches(final, manifest)
     if changed:
         repair(module, source, final, model_dir, manifest, changed, result, progress_file)
+    # a revision staged under a hardened umask (or by a release before this check): readable by the service user
+    closed = make_readable([model_dir], final, check_only=module.check_mode)
+    if closed:
+        result["actions"].append("give %d path(s) of %s read permission for the service user (%s)"
+                                 % (len(closed), final, ", ".join(os.path.relpath(c, model_dir) for c in closed[:5])
+                                    + (", ..." if len(closed) > 5 else "")))
+        result["changed"] = True
     if not current_points_to(current, revision) and module.params.get("activate", True):
         problems = missing_files(*dir_reader(final, set(manifest["files"])), where=final)
         if problems:
@@ -225,6 +232,8 @@ def finish(module, partial, final, current, index, files, journal, sums, result,
     result["total_bytes"] = manifest["total_bytes"]
     write_json_atomic(os.path.join(partial, MANIFEST), manifest)
     os.unlink(os.path.join(partial, JOURNAL))
+    # every file and directory the sources created, whatever the umask: the service user reads them (model_store)
+    make_readable([model_dir], partial)
     fsync_dir(partial)
     os.rename(partial, final)
     fsync_dir(model_dir)
@@ -281,6 +290,7 @@ def repair(module, source, final, model_dir, manifest, changed, result, progress
             recorded[rel] = rec
         fsync_dir(final)
         write_json_atomic(os.path.join(final, MANIFEST), manifest)
+        make_readable(tree=final)  # the fetched files and the rewritten manifest, whatever the umask
         result["progress"] = progress.lines
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -6,13 +6,14 @@
 relative symlink to the active revision that SGLang's ``--model-path`` names.
 
 Holds the error that stops a staging (``StageError``), the journal, the stat-only comparison with a manifest, the
-atomic flip of ``current``, and the free-space check.
+atomic flip of ``current``, the free-space check, and the modes that let the service user read what was staged.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import os
 import shutil
+import stat
 import threading
 import time
 
@@ -83,6 +84,56 @@ class Journal(object):
                 self.data["files"].update(batch)
                 write_json_atomic(self.path, self.data)
             return len(batch)
+
+
+# The staged tree is written by root and read by the service user (sglang_service_user, not in root's group), so every
+# file needs the "other" read bit and every directory read and search. Files and directories are created with the
+# process umask: a hardened one (027, 077: CIS benchmarks, some cloud images' root) drops those bits, and the unit
+# then fails to open its weights after a full stage. Only these bits are added, never a write bit; a hardlinked file
+# is the source's own inode, whose mode gains them too.
+FILE_READ_BITS = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH  # 0o444
+DIR_READ_BITS = FILE_READ_BITS | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH  # 0o555
+
+
+def unreadable(paths=(), tree=None):
+    """(path, mode now, mode with the read bits) of ``paths`` and of every file and directory under ``tree`` (the
+    tree's root included) that lacks FILE_READ_BITS (a directory: DIR_READ_BITS). Symlinks are neither followed nor
+    listed (their own mode means nothing)."""
+    found, seen = [], set()
+
+    def look(path):
+        if path in seen:
+            return
+        seen.add(path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            return
+        bits = DIR_READ_BITS if stat.S_ISDIR(st.st_mode) else FILE_READ_BITS
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & bits != bits:
+            found.append((path, mode, mode | bits))
+
+    for path in paths:
+        look(path)
+    if tree is not None:
+        look(tree)
+        for dirpath, dirnames, filenames in os.walk(tree):
+            for name in dirnames + filenames:
+                look(os.path.join(dirpath, name))
+    return found
+
+
+def make_readable(paths=(), tree=None, check_only=False):
+    """Give what ``unreadable`` finds the read bits (chmod; size, mtime and inode stay, so a manifest still matches).
+    Returns the paths it changed (or, with ``check_only``, would change)."""
+    found = unreadable(paths, tree)
+    if not check_only:
+        for path, _old, new in found:
+            os.chmod(path, new)
+    return [path for path, _old, _new in found]
 
 
 def existing_ancestor(path):

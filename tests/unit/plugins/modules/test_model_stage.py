@@ -339,3 +339,83 @@ def test_diff_mode_shows_the_revision_and_current_before_and_after(source, tmp_p
     assert diff["before"].splitlines()[1] == "%s -> r2" % (store / "current")
     assert diff["after"].splitlines()[1] == "%s -> r1" % (store / "current")
     assert "diff" not in module_runner(model_stage, args(source, tmp_path))[1]
+
+
+@pytest.fixture
+def hardened_umask():
+    """The process umask of a CIS-hardened root (077): without explicit modes every staged file would be 0600."""
+    old = os.umask(0o077)
+    yield
+    os.umask(old)
+
+
+def _closed(root):
+    """Paths under ``root`` (and root) the service user (not owner, not in root's group) cannot read or traverse."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(str(root)):
+        for path in [dirpath] + [os.path.join(dirpath, n) for n in filenames]:
+            st = os.lstat(path)
+            want = 0o555 if os.path.isdir(path) and not os.path.islink(path) else 0o444
+            if not os.path.islink(path) and st.st_mode & want != want:
+                out.append("%s %o" % (os.path.relpath(path, str(root)), st.st_mode & 0o777))
+    return out
+
+
+def test_a_hardened_umask_still_stages_files_the_service_user_can_read(source, tmp_path, module_runner,
+                                                                       hardened_umask):
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit", result
+    model_dir = tmp_path / "store" / "Kimi-K2.5"
+    final = model_dir / "r1"
+    # the umask was in force: a file made now is owner-only
+    (tmp_path / "probe").write_text("x")
+    assert os.stat(str(tmp_path / "probe")).st_mode & 0o777 == 0o600
+    # yet every staged file is 0644 and every directory (the model's and the revision's) 0755: read bits only added
+    # (the progress file beside the revision is the operator's, root's to tail)
+    assert _closed(final) == []
+    assert os.stat(str(final / SHARDS[0])).st_mode & 0o777 == 0o644
+    assert os.stat(str(final)).st_mode & 0o777 == 0o755
+    assert os.stat(str(model_dir)).st_mode & 0o777 == 0o755
+    # and a re-run under the same umask finds nothing to change (the manifest too was made readable)
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit" and result["changed"] is False, result
+
+
+def test_a_revision_staged_owner_only_is_opened_up_and_check_mode_only_says_so(source, tmp_path, module_runner):
+    """A revision staged by a release without explicit modes under umask 077 (or chmodded by hand): the next run gives
+    it the read bits and reports the change; check mode reports it and changes nothing."""
+    module_runner(model_stage, args(source, tmp_path))
+    model_dir = tmp_path / "store" / "Kimi-K2.5"
+    final = model_dir / "r1"
+    for path in [model_dir, final]:
+        os.chmod(str(path), 0o700)
+    for name in os.listdir(str(final)):
+        os.chmod(str(final / name), 0o600)
+    closed = _closed(final)
+    assert len(closed) > 5
+    kind, result = module_runner(model_stage, args(source, tmp_path), check_mode=True)
+    assert kind == "exit" and result["changed"] is True, result
+    assert any("read permission for the service user" in a for a in result["actions"]), result["actions"]
+    assert _closed(final) == closed and os.stat(str(model_dir)).st_mode & 0o777 == 0o700
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit" and result["changed"] is True, result
+    assert _closed(final) == [] and os.stat(str(model_dir)).st_mode & 0o777 == 0o755
+    # owner bits kept, nothing gained a write bit
+    assert os.stat(str(final / "config.json")).st_mode & 0o777 == 0o644
+    # the manifest's stat comparison (size, mtime, inode) still holds: nothing was fetched again
+    assert result["copied_bytes"] == 0 and "repaired" not in result
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert result["changed"] is False, result
+
+
+def test_a_repair_under_a_hardened_umask_leaves_the_revision_readable(source, tmp_path, module_runner,
+                                                                      hardened_umask):
+    module_runner(model_stage, args(source, tmp_path))
+    final = tmp_path / "store" / "Kimi-K2.5" / "r1"
+    with open(str(final / "config.json"), "a") as handle:
+        handle.write(" ")
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert kind == "exit" and result["repaired"] == ["config.json"], result
+    assert _closed(final) == []
+    kind, result = module_runner(model_stage, args(source, tmp_path))
+    assert result["changed"] is False, result
