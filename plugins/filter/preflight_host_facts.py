@@ -15,8 +15,12 @@ description:
     translating their DMA, when the GPUs talk over PCIe. A unit CPU/memory restriction that excludes a GPU's NUMA
     node. A C(Limit*=) the host cannot grant. A per-unit journald rate limit of 0, or one too small once the weights
     are staged onto the journal's filesystem. C(Storage=none). /dev/shm without the free space the ranks need.
-  - Warnings for what could not be checked (no lspci, GPUs not in sysfs), numactl missing on a NUMA host, or an
-    active IOMMU in an unknown mode.
+  - Warnings for what could not be checked (GPUs not in sysfs, lspci without root) or an active IOMMU in an
+    unknown mode.
+  - A check whose tool is missing (C(lspci) for ACS, C(numactl) for NUMA binding on a NUMA host) is deferred when
+    C(plan.installs) holds its package (pciutils, numactl). It is then listed in C(deferred) with a warning that says
+    so, and host_prerequisites runs it again once the package is installed. When no package holds the tool, its
+    absence is an error.
 positional: gpu_facts, plan
 options:
   _input:
@@ -33,6 +37,10 @@ options:
         C(log_rate_limit) (interval_sec, burst).
       - Also C(journal_min_burst), C(model_bytes), C(environment), C(numa_node), C(ranks), C(shm_floor_bytes) and
         C(shm) (host_capacity's shm).
+      - C(installs), the packages host_prerequisites installs on this host, which defer the checks their tools
+        serve. C(checks), the names of the checks to run (sysfs, acs, iommu, numa, limits, journald and shm). All of
+        them run by default. C(recheck), true for host_prerequisites' run after its install, where a tool that is
+        still missing is an error.
     type: dict
     required: true
 """
@@ -45,7 +53,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(errors) and C(warnings), lists of messages.
+  description: C(errors) and C(warnings), lists of messages, and C(deferred), the checks waiting for a tool the deploy
+    installs (each with C(check), C(tool) and C(package)).
   type: dict
 """
 

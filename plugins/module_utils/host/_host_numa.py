@@ -73,8 +73,8 @@ def _env_false(value):
 
 
 def check_numa(gpus, facts, environment=None, numa_node_option=None):
-    """(errors, warnings): the unit's CPU and memory restrictions must allow each GPU's NUMA node, and numactl must
-    be there for SGLang 0.5.23 to bind at all.
+    """(errors, warnings): the unit's CPU and memory restrictions must allow each GPU's NUMA node. Whether numactl is
+    there for SGLang 0.5.23 to bind at all is ``numactl_missing``'s (the caller decides what its absence is).
 
     ``gpus``: dicts with ``index`` and ``bdf``; ``facts``: ``host_facts`` (``numa.nodes`` node -> cpulist,
     ``numa.numactl``, ``pci`` per GPU with ``numa_node``)."""
@@ -126,7 +126,6 @@ def check_numa(gpus, facts, environment=None, numa_node_option=None):
 def _gpu_nodes(gpus, facts, nodes, env, numa_node_option, errors, warnings):
     """{GPU index: the NUMA node its rank binds to}: from --numa-node when given (checked against the host's nodes),
     else from each GPU's PCI device; appends what is wrong to ``errors`` and ``warnings``."""
-    numa = facts.get("numa") or {}
     pci = dict((p.get("bdf"), p) for p in facts.get("pci") or [])
     gpu_nodes = {}
     if numa_node_option not in (None, "", []):
@@ -154,11 +153,26 @@ def _gpu_nodes(gpus, facts, nodes, env, numa_node_option, errors, warnings):
             warnings.append("%s no NUMA node in /sys/bus/pci/devices/<bdf>/numa_node (-1 or missing) on a host "
                             "with %d NUMA nodes: their rank is bound by NVML's memory affinity only, if at all"
                             % (gpus_text(unknown, "report"), len(nodes)))
-        if not numa.get("numactl"):
-            if not _env_false(env.get("SGLANG_NUMA_BIND_V2", "1")):
-                warnings.append(
-                    "numactl is not installed on a host with %d NUMA nodes (GPUs on nodes %s): SGLang 0.5.23 binds "
-                    "each rank to its GPU's node only through numactl and otherwise skips it with a debug-level log "
-                    "line (srt/utils/numa_utils.py, _is_numa_available), so ranks run and allocate across sockets. "
-                    "Fix: apt-get install numactl" % (len(nodes), format_cpulist(set(gpu_nodes.values())) or "unknown"))
     return gpu_nodes
+
+
+def numactl_missing(gpus, facts, environment=None, numa_node_option=None):
+    """The finding when SGLang 0.5.23 would bind ranks to NUMA nodes through numactl and numactl is not on PATH (a
+    sentence without its fix: whether it is an error or a deferred check depends on whether the deploy installs
+    numactl, which the caller knows); None when numactl is there or not needed. Not needed: a host with one NUMA
+    node, binding turned off (``SGLANG_AUTO_NUMA_BIND``, ``SGLANG_NUMA_BIND_V2``), or ``--numa-node`` given (then
+    SGLang binds through its own path, not numactl's)."""
+    env = environment or {}
+    numa = facts.get("numa") or {}
+    nodes = dict((int(k), parse_cpulist(v)) for k, v in (numa.get("nodes") or {}).items())
+    if numa.get("numactl") or 1 not in nodes or not gpus or numa_node_option not in (None, "", []):
+        return None
+    if _env_false(env.get("SGLANG_AUTO_NUMA_BIND", "1")) or _env_false(env.get("SGLANG_NUMA_BIND_V2", "1")):
+        return None
+    pci = dict((p.get("bdf"), p) for p in facts.get("pci") or [])
+    on = set(int(n) for n in ((pci.get(g.get("bdf")) or {}).get("numa_node") for g in gpus)
+             if n is not None and int(n) >= 0)
+    return ("numactl is not installed on a host with %d NUMA nodes (GPUs on nodes %s): SGLang 0.5.23 binds each rank "
+            "to its GPU's node only through numactl and otherwise skips it with a debug-level log line "
+            "(srt/utils/numa_utils.py, _is_numa_available), so ranks run and allocate across sockets"
+            % (len(nodes), format_cpulist(on) or "unknown"))

@@ -23,7 +23,9 @@ DEFAULTS = yaml.safe_load((ROOT / "roles" / "host_prerequisites" / "defaults" / 
 MAP = DEFAULTS["host_prerequisites_distributions"]
 FLOOR = yaml.safe_load((ROOT / "roles" / "deployment" / "defaults" / "main" / "main.yml").read_text())["deployment_python_floor"]
 # What the issue found missing on stock images, each a step of the deploy that fails without it.
-NEEDED = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "gcc", "python3-packaging"}
+NEEDED = {"python3-venv", "python3-dev", "python3-debian", "python3-apt", "git", "gcc", "python3-packaging",
+          # issue 59: preflight's ACS check reads lspci, SGLang's NUMA binding runs numactl; a stock image has neither
+          "pciutils", "numactl"}
 
 
 def facts(name):

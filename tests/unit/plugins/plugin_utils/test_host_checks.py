@@ -9,12 +9,16 @@ from ansible_collections.blackwell.sglang.plugins.plugin_utils import _host_chec
 from conftest import load_lspci, load_text, load_yaml
 
 CASES = load_yaml("host_facts", "cases.yml")["cases"]
+LIMITS_CASE = next(c for c in CASES if c["name"].startswith("sandbox node, unit asks for LimitMEMLOCK=infinity"))
 SANDBOX_PLAN = {
     # what roles/preflight passes on the sandbox inventory (inventory/sandbox/group_vars/gpu_nodes/main.yml)
     "unit": "sglang-kimi.service", "interconnect": "pcie", "limits": {"memlock": "8M", "nofile": "10000"},
     "log_rate_limit": {"interval_sec": 30, "burst": 100000}, "journal_min_burst": 20000, "model_bytes": 134217728,
     "fallback_weights_gb": 547, "environment": {}, "options": {"tp-size": 8},
     "shm": {"path": "/dev/shm", "size_bytes": 2147483648, "free_bytes": 2147483648}, "shm_floor_gib": 1,
+    # host_prerequisites_plan.packages of a Debian 12 GPU node (roles/host_prerequisites/defaults/main.yml)
+    "installs": ["gcc", "git", "numactl", "pciutils", "python3-apt", "python3-debian", "python3-dev",
+                 "python3-packaging", "python3-venv"],
 }
 
 
@@ -74,6 +78,8 @@ def test_case(case):
             assert any(needle in msg for msg in got[kind]), "%r not in %s: %s" % (needle, kind, got[kind])
         if kind[:-1] + "_count" in expect:
             assert len(got[kind]) == expect[kind[:-1] + "_count"], got[kind]
+    if "deferred" in expect:
+        assert got["deferred"] == expect["deferred"]
 
 
 def test_every_error_names_a_fix():
@@ -85,14 +91,37 @@ def test_every_error_names_a_fix():
 
 def test_failed_host_facts_is_one_error():
     got = hc.host_problems({"failed": True, "msg": "boom"}, {}, SANDBOX_PLAN)
-    assert got == {"errors": ["could not read the host facts: boom"], "warnings": []}
+    assert got == {"errors": ["could not read the host facts: boom"], "warnings": [], "deferred": []}
+
+
+def test_the_sandbox_plan_installs_what_the_map_gives_a_debian_12_gpu_node():
+    """SANDBOX_PLAN's installs is what preflight passes (host_prerequisites_plan.packages), not a list of its own."""
+    import pathlib
+
+    import yaml
+    from ansible_collections.blackwell.sglang.plugins.filter.host_prerequisites import host_prerequisites_plan
+
+    root = pathlib.Path(__file__).resolve().parents[4]
+    the_map = yaml.safe_load((root / "roles/host_prerequisites/defaults/main.yml").read_text())
+    plan = host_prerequisites_plan(the_map["host_prerequisites_distributions"], "Debian", "12")
+    assert plan["packages"] == SANDBOX_PLAN["installs"]
+
+
+def test_checks_runs_only_the_named_ones_and_refuses_unknown_names():
+    facts, gpus, plan = build(dict(LIMITS_CASE, plan=dict(LIMITS_CASE["plan"], installs=[])))  # limits, no lspci
+    assert len(hc.host_problems(facts, gpus, plan)["errors"]) == 3  # 2 limits + lspci nothing installs
+    only_acs = hc.host_problems(facts, gpus, dict(plan, checks=["acs", "numa"]))["errors"]
+    assert len(only_acs) == 1 and only_acs[0].startswith("lspci is not installed")
+    assert len(hc.host_problems(facts, gpus, dict(plan, checks=["limits"]))["errors"]) == 2
+    with pytest.raises(ValueError, match="unknown host checks acs2"):
+        hc.host_problems(facts, gpus, dict(plan, checks=["acs2"]))
 
 
 def test_filter_plugin_wraps_host_problems():
     from ansible_collections.blackwell.sglang.plugins.filter import preflight_host_facts
 
     filters = preflight_host_facts.FilterModule().filters()
-    facts, gpus, plan = build(CASES[1])
+    facts, gpus, plan = build(LIMITS_CASE)
     got = filters["preflight_host_fact_problems"](facts, gpus, plan)
     assert len(got["errors"]) == 2
     with pytest.raises(Exception, match="expects the plan as a dict"):
