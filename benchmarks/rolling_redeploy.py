@@ -211,6 +211,7 @@ class Rotation:
         self.windows = []  # (url, wall-clock start, wall-clock end) of each time out of rotation
         self.wall_since = {}
         self.known = set()
+        self.seen = set()  # every worker listed healthy at a poll since the caller last emptied it
         self.fewest, self.polls = None, 0  # the fewest workers listed healthy at any poll, and how many polls
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -230,6 +231,7 @@ class Rotation:
                 self.fewest = len(healthy) if self.fewest is None else min(self.fewest, len(healthy))
                 self.polls += 1
                 self.known |= healthy
+                self.seen |= healthy
                 for url in self.known:
                     if url not in healthy and url not in self.out_since:
                         self.out_since[url] = now
@@ -958,6 +960,20 @@ def router_pid():
     return podman("exec", ROUTER, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service")
 
 
+def router_outcomes(worker):
+    """The router's count of requests it sent ``worker`` and their outcome (sglang-router 0.3.2
+    smg_worker_cb_outcomes_total, every outcome summed): the router's own per-worker count."""
+    text = podman("exec", ROUTER, "curl", "-s", "http://127.0.0.1:29000/metrics")
+    return sum(float(m.group(1)) for m in re.finditer(
+        r'^smg_worker_cb_outcomes_total\{[^}]*worker="%s"[^}]*\} ([0-9.e+]+)$' % re.escape(worker), text, re.M))
+
+
+def gateway_lines_from(node, address):
+    """How many requests ``node``'s gateway logged from ``address`` (the router's own, whatever the path)."""
+    log = podman("exec", node, "cat", "/var/log/nginx/sglang-gateway-sglang.access.log")
+    return sum(1 for line in log.splitlines() if line.startswith(address + " "))
+
+
 def elastic_case(args, workdir):
     """Issue 42: the fleet shrinks and grows under the load without touching its entry point. Node 1 leaves with
     playbooks/remove_node.yml (capacity guard, deregister, drain, stop); removing node 2's group then is refused (the
@@ -965,7 +981,11 @@ def elastic_case(args, workdir):
     (the router play not named: the node registers itself through the router's worker API once ready and smoked).
     Expected: 0 failed requests, the router's PID unchanged throughout, the worker list as expected after each step,
     node 2's group untouched, no 0.2 s poll with no healthy worker. Then, without load, a router restart re-learns
-    both workers from its membership file."""
+    both workers from its membership file.
+    Between the removal and the join, issue 59's serving set: a plain deploy.yml (every host, the router play
+    included) gives node 1 a release whose answers are garbage while /health says 200 (0001 + 0003): its smoke fails,
+    it is never a router member (the router's list at every 0.2 s poll, the router's per-worker count and node 1's
+    gateway log from the router's address: 0), the play fails naming it, and node 2 serves on."""
     problems = []
     url = args.router_url or router_url()
     urls = {n: "http://%s:%d" % (n, PORT) for n in NODES}
@@ -974,16 +994,48 @@ def elastic_case(args, workdir):
     rotation.start()
     load.start()
     time.sleep(min(args.rest_s, 5))  # the load running before the first step; no latency at rest is reported here
+    garbage = os.path.join(workdir, "elastic-garbage-overlay.json")
+    overlay(garbage, {NODES[0]: {"sglang_build_patches": [R2, DEGENERATE]}})
+    router_address = podman("exec", ROUTER, "hostname", "-I").split()[0]
     for name, playbook_args, expected in (
             ("remove", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[0]], [urls[NODES[1]]]),
             # node 2's group is now the last healthy worker: the capacity guard refuses, nothing changes
             ("last", ["playbooks/remove_node.yml", "-e", "node=%s" % NODES[1]], [urls[NODES[1]]]),
+            # a plain deploy.yml whose release answers garbage on node 1: never a member (issue 59)
+            ("garbage", ["-i", garbage, "playbooks/deploy.yml"], [urls[NODES[1]]]),
             ("join", ["playbooks/deploy.yml", "--limit", NODES[0]], sorted(urls.values()))):
+        if name == "garbage":
+            sent_before, logged_before = router_outcomes(urls[NODES[0]]), gateway_lines_from(NODES[0], router_address)
+            other_before = router_outcomes(urls[NODES[1]])
+            rotation.seen = set()
         rc, wall, out = ansible(playbook_args, os.path.join(workdir, "elastic-%s.log" % name))
         listed, now_pid = sorted(healthy_workers(url)), router_pid()
         print("== elastic %s: playbook rc=%s in %.0f s; the router lists %s; its PID %s (before: %s)"
               % (name, rc, wall, listed, now_pid, pid))
-        if name == "last":
+        if name == "garbage":
+            flat = " ".join(out.split())
+            at = flat.find("%s routes to" % ROUTER)  # the run's verdict: the router's members, and who is left out
+            said = flat[at:at + 500] if at >= 0 else ""
+            sent = router_outcomes(urls[NODES[0]]) - sent_before
+            sent_other = router_outcomes(urls[NODES[1]]) - other_before  # the counter counts: node 2 served the load
+            logged = gateway_lines_from(NODES[0], router_address) - logged_before
+            listed_ever = sorted(rotation.seen)
+            print("   refused: %s" % (said or "(no message naming the node)"))
+            print("   %s: the router sent it %d request(s) (smg_worker_cb_outcomes_total; %s: %d), its gateway logged %d "
+                  "from the router's address; workers listed at any 0.2 s poll: %s"
+                  % (NODES[0], sent, NODES[1], sent_other, logged, listed_ever))
+            if rc == 0 or NODES[0] not in said or "answers failed the smoke" not in flat:
+                problems.append("elastic garbage: the play did not fail naming %s and its failed smoke (rc %s), see %s"
+                                % (NODES[0], rc, os.path.join(workdir, "elastic-garbage.log")))
+            if not sent_other:
+                problems.append("elastic garbage: the router's per-worker count saw no request to %s either: it counts "
+                                "nothing" % NODES[1])
+            if sent or logged or urls[NODES[0]] in listed_ever:
+                problems.append("elastic garbage: %s was a router member or got requests (%d sent, %d logged, listed "
+                                "%s)" % (NODES[0], sent, logged, listed_ever))
+            if current_release(NODES[0]) == current_release(NODES[1]):
+                problems.append("elastic garbage: %s does not run the garbage release" % NODES[0])
+        elif name == "last":
             said = next((line.strip() for line in out.splitlines() if "the capacity guard needs 1" in line), "")
             print("   refused: %s" % (said[:300] or "(no refusal)"))
             if rc == 0 or not said:

@@ -7,6 +7,10 @@
     node's SGLang really serves on; see plugins/filter/sglang_endpoint.py ``sglang_service_endpoint``). The router
     restates none of them.
 
+``sglang_router_serving``
+    the worker group's hosts + hostvars -> the router's serving set: only a node whose health verdict is ``ready``
+    and whose answers passed is a member; every other node is left out (or taken out), with why (see the function).
+
 ``sglang_router_health_checks``
     the router's health-check settings and the SGLang server's own /health bound -> the options the router is started
     with (interval, timeout, failure threshold) and the problems of settings that would take a busy worker out of
@@ -89,6 +93,102 @@ def sglang_router_worker_urls(hosts, hostvars) -> list[str]:
     return urls
 
 
+def serving_judgement(report) -> str | None:
+    """None when a health report (smoke_health's ``smoke_health_report``, or the copy published on the node) lets its
+    node serve: verdict ``ready`` and answers that did not fail (the smoke passed, or was not run, as a node without
+    the functional smoke). Otherwise why not, in a few words."""
+    verdict = str(report.get("verdict") or "unknown")
+    if verdict != "ready":
+        phase, reason = report.get("phase"), " ".join(str(report.get("reason") or "").split())
+        return "its health verdict was %s%s%s" % (verdict, " in phase %s" % phase if phase else "",
+                                                  " (%s)" % reason[:300] if reason else "")
+    smoke = str(report.get("smoke_summary") or "not run")
+    if smoke.startswith(("FAILED", "unhealthy answers")) or smoke == "failed":
+        return "it was ready, but its answers failed the smoke: %s" % smoke
+    return None
+
+
+def serving_record(report) -> dict:
+    """What a node publishes of its health report for the serving set (``serving_judgement`` reads the same keys):
+    the verdict, its phase and reason when not ready, and the smoke's outcome without its counts ("passed", "not run",
+    or the failure), so that a re-run that judges the same writes the same."""
+    report = report or {}
+    verdict = str(report.get("verdict") or "unknown")
+    smoke = str(report.get("smoke_summary") or "not run")
+    out = {"verdict": verdict, "smoke_summary": "passed" if smoke.startswith("passed") else smoke}
+    if verdict != "ready":
+        out.update(phase=report.get("phase"), reason=" ".join(str(report.get("reason") or "").split())[:300])
+    return out
+
+
+def sglang_router_serving(hosts, hostvars, run_hosts=None, fact="sglang_serving", check_mode=False) -> dict:
+    """The router's serving set, from each worker's health verdict, never from the inventory alone.
+
+    For each serving unit of ``hosts`` (a node, or rank 0 of a multi-node group), in order:
+
+    - a node of this run (in ``run_hosts``) that reached the router's plays with a report of this run
+      (``smoke_health_report``): that report judges it (``serving_judgement``);
+    - a node of this run that failed before the router's plays (no ``deployment_reached_router``) after its unit was
+      (re)started in this run (``sglang_service_restarted``): left out, its published report no longer describes what
+      it runs;
+    - otherwise (the smoke not run in this run, e.g. ``--tags sglang_router``; a node outside ``--limit``; a node that
+      failed before anything restarted it, which still serves what passed): the report last published on the node
+      (``ansible_local[fact]``, gathered at the run's start) judges it; a node whose facts could not be gathered is
+      left out; a reachable node that never published one is ``unknown``.
+
+    Returns ``{"urls", "hosts", "left_out": [{"host", "url", "why"}], "unknown": [{"host", "url", "why"}],
+    "left_out_lines"}``: ``urls``/``hosts`` are the members, ``left_out_lines`` one line per node left out. In check mode an ``unknown`` node counts as a member (its smoke would decide).
+    """
+    if isinstance(hosts, str):
+        hosts = [hosts]
+    run_hosts = list(run_hosts or [])
+    members, names, left_out, unknown = [], [], [], []
+    for host in hosts or []:
+        endpoint = _endpoint(hostvars, host) or {}
+        if _follower(endpoint):
+            continue  # its group is one worker, judged at rank 0
+        try:
+            url = sglang_router_worker_url(host, hostvars)
+        except AnsibleFilterError as exc:
+            left_out.append({"host": host, "url": None, "why": str(exc)})
+            continue
+        try:
+            hv = hostvars[host]
+        except (KeyError, TypeError):
+            hv = {}
+        report, source = None, None
+        if host in run_hosts and hv.get("smoke_health_report"):
+            report, source = hv["smoke_health_report"], "this run"
+        elif host in run_hosts and not hv.get("deployment_reached_router") and hv.get("sglang_service_restarted"):
+            left_out.append({"host": host, "url": url, "why": "its unit was (re)started in this run and it failed "
+                                                              "before its health verdict"})
+            continue
+        else:
+            local = hv.get("ansible_local")
+            if not isinstance(local, dict):
+                left_out.append({"host": host, "url": url, "why": "its facts could not be gathered (unreachable?), so "
+                                                                  "its last published verdict is unknown"})
+                continue
+            report, source = local.get(fact), "its last published report (on the node)"
+        if not isinstance(report, dict) or not report:
+            entry = {"host": host, "url": url,
+                     "why": "%s has no health verdict of this run and never published one; deploy it (deploy.yml "
+                            "--limit %s runs its health verdict and smoke)" % (host, host)}
+            if check_mode:
+                members.append(url)
+                names.append(host)
+            unknown.append(entry)
+            continue
+        why = serving_judgement(report)
+        if why:
+            left_out.append({"host": host, "url": url, "why": "%s (%s)" % (why, source)})
+        else:
+            members.append(url)
+            names.append(host)
+    return {"urls": members, "hosts": names, "left_out": left_out, "unknown": unknown,
+            "left_out_lines": ["%s (%s): %s" % (e["host"], e["url"] or "no URL", e["why"]) for e in left_out]}
+
+
 def _number(settings, key, problems):
     try:
         value = float(settings.get(key))
@@ -159,4 +259,5 @@ class FilterModule:
     def filters(self):
         return {"sglang_router_worker_urls": sglang_router_worker_urls, "sglang_router_workers": sglang_router_workers,
                 "sglang_router_worker_url": sglang_router_worker_url,
-                "sglang_router_health_checks": sglang_router_health_checks}
+                "sglang_router_health_checks": sglang_router_health_checks,
+                "sglang_router_serving": sglang_router_serving, "serving_record": serving_record}

@@ -59,7 +59,11 @@ def test_a_nodes_switch_and_rollback_are_entry_points_the_playbooks_call():
     for caller, role, entry in edges:
         by_caller.setdefault(caller, []).append(f"{role}:{entry}")
     assert "generation:switch_node" in by_caller["playbooks/rolling_redeploy.yml"]
-    assert by_caller["playbooks/rollback.yml"] == ["deployment:validate", "generation:rollback_node"]
+    assert [e for e in by_caller["playbooks/rollback.yml"] if not e.startswith("rollout:")] == [
+        "deployment:validate", "generation:rollback_node"]
+    # issue 59: every playbook that takes nodes out of rotation takes the fleet's lock, and releases it (roles/rollout)
+    for caller in ("rolling_redeploy", "rollback", "remove_node", "benchmark"):
+        assert {"rollout:lock", "rollout:unlock"} <= set(by_caller["playbooks/%s.yml" % caller]), caller
     steps = {"sglang_rotation:out", "sglang_rotation:in", "monitoring:silence_node", "monitoring:unsilence_node",
              "smoke_health:main", "smoke_health:report", "generation:switch", "generation:rollback",
              "generation:prune_models"}
