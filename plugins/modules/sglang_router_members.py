@@ -117,7 +117,9 @@ def run(params, check_mode, router=None, clock=None, sleep=None, client=None):
     extra = [w for w in listed if normalise_url(w.get("url") or "") not in wanted]
     result = {"changed": False, "added": [], "removed": sorted({normalise_url(w["url"]) for w in extra}),
               "file_changed": before != members, "drains": {}, "workers": worker_summary(listed)}
-    result["changed"] = bool(result["file_changed"] or missing or extra)
+    # A member the router lists but not healthy at this instant (a busy spell, a restart the rollout just made) is waited
+    # for below, not added: nothing changes for it, so it is no change (a deploy right after a rollout said changed=1).
+    result["changed"] = bool(result["file_changed"] or [u for u in missing if u not in health] or extra)
     if check_mode:
         result["added"] = [u for u in missing if u not in health]
         return result

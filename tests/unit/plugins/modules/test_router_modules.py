@@ -416,6 +416,25 @@ def test_members_removes_nothing_when_a_new_member_never_turns_healthy(tmp_path)
     assert [c[0] for c in router.calls] == ["POST"]
 
 
+def test_members_waits_for_a_listed_member_that_is_busy_and_reports_no_change(tmp_path):
+    """Issue 59: a deploy right after a rolling redeploy said changed=1 on the router - a member listed but unhealthy at
+    that instant (a busy spell) was counted as missing, although nothing was added. It is waited for, not a change."""
+    from ansible_collections.blackwell.sglang.plugins.modules import sglang_router_members
+
+    clock = Clock()
+    path = tmp_path / "w.json"
+    params = {"router_url": "http://127.0.0.1:30000", "members_file": str(path), "workers": ["http://n0:30000"],
+              "timeout": 10, "drain_timeout": 0, "poll_interval": 0.5, "request_timeout": 5}
+    path.write_text(json.dumps({"router_url": "http://127.0.0.1:30000", "workers": ["http://n0:30000"]}))
+    router = FakeRouter([{"id": "a", "url": "http://n0:30000", "is_healthy": False}], healthy_after=3)
+    result = sglang_router_members.run(params, False, router=router, clock=clock, sleep=clock.sleep)
+    assert not result["changed"] and result["added"] == [] and router.calls == []
+    assert router.polls > 3  # it waited until the member was healthy again
+    never = FakeRouter([{"id": "a", "url": "http://n0:30000", "is_healthy": False}], healthy_after=10 ** 6)
+    with pytest.raises(RouterError, match=r"http://n0:30000 unhealthy"):
+        sglang_router_members.run(params, False, router=never, clock=clock, sleep=clock.sleep)
+
+
 def _register_workers():
     import importlib.util
     import pathlib
