@@ -3,11 +3,11 @@
 
     scripts/sandbox-fleet.sh                                   # once: 2 GPU nodes + the real sglang-router
     python benchmarks/rolling_redeploy.py [--clients 4]
-        [--case auth|router-down|refusals|release|crash|rollback|degenerate|gate|canary|rotate|elastic ...]
+        [--case auth|router-down|refusals|release|crash|rollback|degenerate|gate|canary|rotate|restart|elastic ...]
                                           [--rest-s 20] [--max-rest-s 15] [--check]
 
 Cases (each prints its figures; run in the order auth, router-down, refusals, release, crash, rollback, degenerate,
-gate, canary, rotate, elastic whatever the order given; default: all of them; "both" = release + crash). The
+gate, canary, rotate, restart, elastic whatever the order given; default: all of them; "both" = release + crash). The
 rollout's performance gate runs in the gate case alone: the others measure a window out of rotation as drain +
 restart-to-ready + the rest, and the gate's sweep would add to it (-e rolling_redeploy_benchmark_gate=false there);
 the canary soak runs in the gate and canary cases alone (-e generation_canary_soak_s=0 elsewhere):
@@ -46,6 +46,8 @@ canary   node 1 onto a release that answers one chat in twenty with 500 once rea
 rotate   the API key rotated by re-runs of deploy.yml under load (rotate_case): a new key first while clients send
          the old one, then the old one dropped while they send the new one, then the inventory's keys back; 0 failed
          requests, no SGLang, router or nginx restart, each key 200 or 401 as the list says.
+restart  a plain deploy.yml with a changed SGLang option on node 1 under load (issue 59): node 1 leaves rotation and
+         drains before its restart, rejoins once ready and smoked; 0 failed requests, node 2's group untouched.
 elastic  node 1 leaves (playbooks/remove_node.yml) and joins again (deploy.yml --limit node 1) under load: 0 failed
          requests, the router's PID unchanged, its worker list as expected after each step, node 2's group not
          restarted, no 0.2 s poll without a healthy worker; then (load off) the router restarted lists both again.
@@ -956,6 +958,32 @@ def canary_case(args, workdir):
     return problems
 
 
+def restart_case(args, workdir):
+    """Issue 59: a plain deploy.yml (not the rolling redeploy) with a changed SGLang option on node 1, under load. SGLang
+    0.5.23 admits requests after SIGTERM, so a node restarted while the router still sends to it cuts them; deploy.yml
+    takes a serving node out of rotation and drains it before its restart (playbooks/tasks/before_restart.yml), the
+    router play puts it back once ready and smoked. Expected: 0 failed requests, node 1 out of rotation once, no forced
+    exit, node 2's group untouched."""
+    group = {n: invocation(n) for n in [NODES[1], *GROUPS[NODES[1]]]}
+    before = invocation(NODES[0])
+    f, out = run_case("restart", {NODES[0]: {"sglang_service_extra_options": dict(FLEET_OPTIONS,
+                                                                                   **{"max-running-requests": 48})}},
+                      args, workdir, playbook="playbooks/deploy.yml")
+    print_figures(f)
+    problems = window_problems("restart", f, args.max_rest_s, nodes=[])
+    if f["playbook_rc"] != 0:
+        problems.append("restart: deploy.yml failed (rc %s), see %s" % (f["playbook_rc"], f["log"]))
+    if invocation(NODES[0]) == before:
+        problems.append("restart: %s was not restarted with its new option" % NODES[0])
+    if [w["node"] for w in f["windows"]] != [NODES[0]]:
+        problems.append("restart: expected %s out of rotation once, got %s" % (NODES[0], f["windows"]))
+    if {n: invocation(n) for n in group} != group:
+        problems.append("restart: node 2's group was restarted")
+    if not wait_router(listed_healthy(NODES[0]), "%s back in rotation" % NODES[0]):
+        problems.append("restart: %s is not back in rotation" % NODES[0])
+    return problems
+
+
 def router_pid():
     return podman("exec", ROUTER, "systemctl", "show", "--property=MainPID", "--value", "sglang-router.service")
 
@@ -1132,7 +1160,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clients", type=int, default=4, help="concurrent clients through the router")
     ap.add_argument("--case", choices=["both", "auth", "router-down", "refusals", "release", "crash", "rollback",
-                                       "degenerate", "gate", "canary", "rotate", "elastic"],
+                                       "degenerate", "gate", "canary", "rotate", "restart", "elastic"],
                     default=None, action="append",
                     help="both = release then crash; --case may be given more than once (default: all)")
     ap.add_argument("--rest-s", type=float, default=20, help="load before the playbook starts: latency at rest (s)")
@@ -1145,7 +1173,7 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="exit 1 when an expectation does not hold")
     args = ap.parse_args(argv)
     cases = set(args.case or ["auth", "router-down", "refusals", "release", "crash", "rollback", "degenerate",
-                              "gate", "canary", "rotate", "elastic"])
+                              "gate", "canary", "rotate", "restart", "elastic"])
     if "both" in cases:
         cases |= {"release", "crash"}
     workdir = args.workdir
@@ -1227,6 +1255,9 @@ def main(argv=None):
 
     if "rotate" in cases:
         problems += rotate_case(args, workdir)
+
+    if "restart" in cases:
+        problems += restart_case(args, workdir)
 
     if "elastic" in cases:
         problems += elastic_case(args, workdir)
