@@ -41,7 +41,13 @@ def test_the_image_lacked_every_prerequisite_and_the_node_has_each():
 def test_the_units_environment_finds_its_tools(host):
     env = dict(line.split("=", 1) for line in host.file("/etc/sglang/kimi.env").content_string.splitlines()
                if "=" in line and not line.startswith("#"))
-    assert env["PATH"].startswith("/opt/sglang/current/venv/bin:/usr/local/cuda-13.0/bin:")
+    # the release itself, not the current link (issue 59: a server started from the link takes its lazy imports from
+    # whatever release the link names later)
+    release = host.file("/opt/sglang/current").linked_to
+    assert "/releases/" in release
+    assert env["PATH"].startswith(f"{release}/venv/bin:/usr/local/cuda-13.0/bin:")
+    argv = json.loads(host.file("/etc/sglang/kimi.argv.json").content_string)
+    assert argv[0] == f"{release}/venv/bin/python"
     assert env["CUDA_HOME"] == "/usr/local/cuda-13.0"
     assert host.file("/opt/sglang/current/venv/bin/ninja").is_file
     assert host.file("/usr/local/cuda-13.0/bin/nvcc").is_file
