@@ -137,7 +137,8 @@ def sglang_router_serving(hosts, hostvars, run_hosts=None, fact="sglang_serving"
       left out; a reachable node that never published one is ``unknown``.
 
     Returns ``{"urls", "hosts", "left_out": [{"host", "url", "why"}], "unknown": [{"host", "url", "why"}],
-    "left_out_lines"}``: ``urls``/``hosts`` are the members, ``left_out_lines`` one line per node left out. In check mode an ``unknown`` node counts as a member (its smoke would decide).
+    "left_out_lines"}``: ``urls``/``hosts`` are the members, ``left_out_lines`` one line per node left out. In check
+    mode an ``unknown`` node counts as a member (its smoke would decide).
     """
     if isinstance(hosts, str):
         hosts = [hosts]
