@@ -190,6 +190,16 @@ def sglang_router_serving(hosts, hostvars, run_hosts=None, fact="sglang_serving"
             "left_out_lines": ["%s (%s): %s" % (e["host"], e["url"] or "no URL", e["why"]) for e in left_out]}
 
 
+def sglang_router_unhealthy(listing, workers) -> list[str]:
+    """The ``workers`` (URLs) the router's ``GET /workers`` answer (``listing``: its JSON, or its ``workers`` list) does
+    not list healthy - unhealthy or not listed at all - in the order given; URLs compared without a trailing slash.
+    The rolling redeploy refuses before it prepares anything while any is (its capacity guard needs every other worker
+    healthy, and would refuse at the first switch, after the whole prepare)."""
+    entries = listing.get("workers", []) if isinstance(listing, dict) else (listing or [])
+    healthy = {str(w.get("url") or "").rstrip("/") for w in entries if isinstance(w, dict) and w.get("is_healthy")}
+    return [u for u in (workers or []) if str(u).rstrip("/") not in healthy]
+
+
 def _number(settings, key, problems):
     try:
         value = float(settings.get(key))
@@ -261,4 +271,5 @@ class FilterModule:
         return {"sglang_router_worker_urls": sglang_router_worker_urls, "sglang_router_workers": sglang_router_workers,
                 "sglang_router_worker_url": sglang_router_worker_url,
                 "sglang_router_health_checks": sglang_router_health_checks,
-                "sglang_router_serving": sglang_router_serving, "serving_record": serving_record}
+                "sglang_router_serving": sglang_router_serving, "serving_record": serving_record,
+                "sglang_router_unhealthy": sglang_router_unhealthy}

@@ -816,7 +816,7 @@ def test_after_sigterm_new_requests_are_admitted_and_drained_too(start, ckpt):
 def test_sgl_force_shutdown_ends_the_drain_at_once(start, ckpt):
     """tokenizer_manager.py sigterm_watchdog: with SGL_FORCE_SHUTDOWN set in the server's environment the first check
     after SIGTERM exits without waiting for the requests in flight (they are cut)."""
-    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_REQUEST_S": "8.0", "SGLANG_SIM_DRAIN_POLL_S": "0.5",
+    sim = start(["--model-path", str(ckpt)], env={"SGLANG_SIM_REQUEST_S": "6.0", "SGLANG_SIM_DRAIN_POLL_S": "0.5",
                                                    "SGL_FORCE_SHUTDOWN": "1"})
     sim.wait_ready()
     result = {}
@@ -833,9 +833,9 @@ def test_sgl_force_shutdown_ends_the_drain_at_once(start, ckpt):
     sent = time.monotonic()
     os.kill(sim.proc.pid, signal.SIGTERM)
     assert sim.wait_exit(15) is not None
-    assert time.monotonic() - sent < 6.0
-    t.join(timeout=10)
-    assert "status" not in result or result["status"] != 200
+    assert time.monotonic() - sent < 4.0  # not the request's 6 s: it was cut, not drained
+    t.join(timeout=2)
+    assert result.get("status") != 200
     assert "Signal SIGTERM received while force shutdown flag set. Force exiting." in sim.log
 
 

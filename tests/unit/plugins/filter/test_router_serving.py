@@ -122,3 +122,12 @@ def test_the_published_record_has_no_counts_or_times_and_judges_as_the_report_do
     for report in (READY, GARBAGE, CRASHED, {}):
         assert serving_judgement(serving_record(report)) == serving_judgement(report)
     assert serving_record(CRASHED)["reason"] == "scheduler died at shard 44/64"
+
+
+def test_the_workers_the_router_does_not_list_healthy():
+    from ansible_collections.blackwell.sglang.plugins.filter.router import sglang_router_unhealthy
+    listing = {"workers": [{"url": "http://g0:30000", "is_healthy": True}, {"url": "http://g1:30000/", "is_healthy": False}]}
+    assert sglang_router_unhealthy(listing, ["http://g0:30000/", "http://g1:30000", "http://g2:30000"]) == [
+        "http://g1:30000", "http://g2:30000"]
+    assert sglang_router_unhealthy(listing["workers"][:1], ["http://g0:30000"]) == []
+    assert sglang_router_unhealthy({}, ["http://g0:30000"]) == ["http://g0:30000"]
