@@ -20,6 +20,8 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.blackwell.sglang.plugins.module_utils.fleet.sglang_router_api import worker_health
+from ansible_collections.blackwell.sglang.plugins.module_utils.http.http_client import normalise_url
 
 
 def _endpoint(hostvars, host):
@@ -192,12 +194,13 @@ def sglang_router_serving(hosts, hostvars, run_hosts=None, fact="sglang_serving"
 
 def sglang_router_unhealthy(listing, workers) -> list[str]:
     """The ``workers`` (URLs) the router's ``GET /workers`` answer (``listing``: its JSON, or its ``workers`` list) does
-    not list healthy - unhealthy or not listed at all - in the order given; URLs compared without a trailing slash.
+    not list healthy - unhealthy or not listed at all - in the order given; URLs compared as the router modules compare them
+    (module_utils sglang_router_api ``worker_health``).
     The rolling redeploy refuses before it prepares anything while any is (its capacity guard needs every other worker
     healthy, and would refuse at the first switch, after the whole prepare)."""
     entries = listing.get("workers", []) if isinstance(listing, dict) else (listing or [])
-    healthy = {str(w.get("url") or "").rstrip("/") for w in entries if isinstance(w, dict) and w.get("is_healthy")}
-    return [u for u in (workers or []) if str(u).rstrip("/") not in healthy]
+    health = worker_health([w for w in entries if isinstance(w, dict)])  # as the router modules compare them
+    return [u for u in (workers or []) if not health.get(normalise_url(u))]
 
 
 def _number(settings, key, problems):
